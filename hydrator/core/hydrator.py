@@ -1,0 +1,246 @@
+"""The core's entry point for engines: pure steps over (state record, input) -> Transition.
+
+An engine's loop is: `key = hydrator.route(record)`; load the state record for
+`(record.topic, key)`; `t = hydrator.process(state, record, now_ms)`; store `t.state`, write
+`t.emitted` to the output topic (same partition), `t.handoffs` to the handoff topic, `t.dead` to
+the DLQ. Handoffs read back go through `receive_handoff`; `tick` applies timeouts.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+
+from hydrator.core import rules
+from hydrator.core.keys import InvalidKey, canonical_key
+from hydrator.core.records import (
+    HEADER_FILLED,
+    HEADER_SOURCE,
+    HEADER_UNRESOLVED,
+    DeadLetter,
+    Handoff,
+    Headers,
+    OutputRecord,
+    RawRecord,
+    Transition,
+)
+from hydrator.core.settings import (
+    HydrationSettings,
+    OnStale,
+    OnUnresolved,
+    UnresolvedColumnsError,
+)
+from hydrator.formats import BadInput, ChangeEvent, Op, Passthrough, codec_for
+from state.record import StateRecord
+
+HEADER_STALE = "hydrator.stale"
+
+
+class Hydrator:
+    def __init__(self, settings: HydrationSettings | None = None, format: str = "auto") -> None:
+        self.settings = settings or HydrationSettings()
+        self.codec = codec_for(format, self.settings)
+
+    # -- routing -------------------------------------------------------------------------------
+
+    def route(self, record: RawRecord) -> str | DeadLetter | None:
+        """The canonical key the record's state lives under; None for a keyless record (it is
+        hydrated statelessly); a DeadLetter when the key cannot be decoded."""
+        if record.key is None:
+            return None
+        if len(record.key) > self.settings.max_record_bytes:
+            return DeadLetter(record, self._oversize("key", len(record.key)))
+        try:
+            return canonical_key(record.key)
+        except InvalidKey as exc:
+            return DeadLetter(record, str(exc))
+
+    # -- records -------------------------------------------------------------------------------
+
+    def process(self, state: StateRecord | None, record: RawRecord, now_ms: int) -> Transition:
+        """Apply one input record to its key's state."""
+        if state is not None and state.is_parked:
+            return Transition(replace(state, parked=(*state.parked, record)), counts={"parked": 1})
+        key = self.route(record)
+        if isinstance(key, DeadLetter):
+            return self._dead(state, key)
+        if record.value is not None and len(record.value) > self.settings.max_record_bytes:
+            return self._dead(state, DeadLetter(record, self._oversize("value", len(record.value))))
+        try:
+            decoded = self.codec.decode(record)
+        except (BadInput, InvalidKey) as exc:
+            return self._dead(state, DeadLetter(record, str(exc)))
+        if isinstance(decoded, Passthrough):
+            return Transition(
+                state, emitted=(_output(record, record.value),), counts={"passthrough": 1}
+            )
+        return self._apply(state, record, key, decoded, now_ms)
+
+    def _apply(
+        self,
+        state: StateRecord | None,
+        record: RawRecord,
+        key: str | None,
+        event: ChangeEvent,
+        now_ms: int,
+    ) -> Transition:
+        if rules.is_stale(state, event.position):
+            return self._stale(state, record)
+        image = rules.live_image(state)
+        if event.old_key is not None and state is not None and state.handoff is not None:
+            image = state.handoff.image
+            state = replace(state, handoff=None, waiting_since_ms=None)
+        elif event.old_key is not None and event.missing_after:
+            parked = replace(state or StateRecord(), parked=(record,), waiting_since_ms=now_ms)
+            return Transition(parked, counts={"parked": 1})
+        hydration = rules.hydrate(state, event, self.settings, now_ms, image)
+        counts: Counter[str] = Counter(events=1, filled_columns=len(hydration.filled))
+        handoffs = ()
+        if event.op is Op.DELETE and event.new_key is not None and key is not None:
+            handoffs = (
+                Handoff(
+                    record.topic,
+                    event.new_key,
+                    key,
+                    rules.handoff_image(state, event),
+                    event.position,
+                    record.source,
+                    event.new_key_route,
+                ),
+            )
+            counts["handoffs_sent"] += 1
+        if not hydration.unresolved:
+            value = self.codec.encode(event, hydration.patch) if hydration.patch else record.value
+            emitted = (_output(record, value, hydration.filled),)
+            return Transition(hydration.state, emitted, handoffs, counts=counts)
+        return self._unresolved(record, event, hydration, handoffs, counts)
+
+    def _unresolved(
+        self,
+        record: RawRecord,
+        event: ChangeEvent,
+        hydration: rules.Hydration,
+        handoffs: tuple[Handoff, ...],
+        counts: Counter[str],
+    ) -> Transition:
+        """Rule 6: columns no state could fill, under `--on-unresolved`."""
+        policy = self.settings.on_unresolved
+        columns = ",".join(hydration.unresolved)
+        counts["unresolved_events"] += 1
+        counts["unresolved_columns"] += len(hydration.unresolved)
+        if policy is OnUnresolved.FAIL:
+            raise UnresolvedColumnsError(
+                f"{record.source}: unresolved columns {columns} (--on-unresolved fail)"
+            )
+        if policy is OnUnresolved.DROP:
+            counts["unresolved_dropped"] += 1
+            return Transition(hydration.state, (), handoffs, counts=counts)
+        if policy is OnUnresolved.DLQ:
+            dead = DeadLetter(record, f"unresolved columns: {columns}")
+            counts["dead_letters"] += 1
+            return Transition(hydration.state, (), handoffs, (dead,), counts)
+        value = self.codec.encode(event, hydration.patch) if hydration.patch else record.value
+        emitted = (_output(record, value, hydration.filled, hydration.unresolved),)
+        return Transition(hydration.state, emitted, handoffs, counts=counts)
+
+    def _stale(self, state: StateRecord | None, record: RawRecord) -> Transition:
+        if self.settings.on_stale is OnStale.DROP:
+            return Transition(state, counts={"stale_dropped": 1})
+        output = _output(record, record.value, extra=((HEADER_STALE, b"true"),))
+        return Transition(state, (output,), counts={"stale_forwarded": 1})
+
+    @staticmethod
+    def _dead(state: StateRecord | None, dead: DeadLetter) -> Transition:
+        return Transition(state, dead=(dead,), counts={"dead_letters": 1})
+
+    def _oversize(self, part: str, size: int) -> str:
+        return f"{part} is {size} bytes, over the {self.settings.max_record_bytes}-byte limit"
+
+    # -- key changes (rule 5) ------------------------------------------------------------------
+
+    def receive_handoff(
+        self, state: StateRecord | None, handoff: Handoff, now_ms: int
+    ) -> Transition:
+        """Apply a key-change handoff to the new key's state; releases parked records."""
+        if state is not None and state.is_parked:
+            return self._release(state, handoff, now_ms, counts={"handoffs_applied": 1})
+        if rules.is_stale(state, handoff.pos) or (
+            state is not None and state.pos is not None and state.pos == handoff.pos
+        ):
+            # The CREATE it was meant for is already done (it needed no fill) or a redelivery.
+            return Transition(state, counts={"handoffs_unneeded": 1})
+        waiting = replace(state or StateRecord(), handoff=handoff, waiting_since_ms=now_ms)
+        return Transition(waiting, counts={"handoffs_pending": 1})
+
+    def _release(
+        self, state: StateRecord, handoff: Handoff, now_ms: int, counts: dict[str, int]
+    ) -> Transition:
+        """Replay the parked records, oldest first, now that the old image is known."""
+        current: StateRecord | None = replace(
+            state, parked=(), handoff=handoff, waiting_since_ms=None
+        )
+        emitted, handoffs, dead = [], [], []
+        total: Counter[str] = Counter(counts)
+        for record in state.parked:
+            step = self.process(current, record, now_ms)
+            current = step.state
+            emitted += step.emitted
+            handoffs += step.handoffs
+            dead += step.dead
+            total.update(step.counts)
+        return Transition(current, tuple(emitted), tuple(handoffs), tuple(dead), total)
+
+    # -- timers --------------------------------------------------------------------------------
+
+    def tick(self, state: StateRecord, now_ms: int) -> Transition:
+        """Timeouts: parked records past `handoff_timeout` are emitted unresolved; tombstones past
+        retention and records untouched for `state_ttl` are forgotten (Transition.state None)."""
+        settings = self.settings
+        waited = now_ms - (state.waiting_since_ms or now_ms)
+        if state.is_parked and waited >= settings.handoff_timeout_ms:
+            first = state.parked[0]
+            no_image = Handoff(first.topic, "", "", None, None, "handoff-timeout")
+            return self._release(state, no_image, now_ms, counts={"handoff_timeouts": 1})
+        if state.handoff is not None and waited >= settings.handoff_timeout_ms:
+            state = replace(state, handoff=None, waiting_since_ms=None)
+            if state.image is None and not state.deleted and state.pos is None:
+                return Transition(None, counts={"handoffs_expired": 1})
+            return Transition(state, counts={"handoffs_expired": 1})
+        if state.is_parked or state.handoff is not None:
+            return Transition(state)
+        idle = now_ms - state.updated_at_ms
+        if state.deleted and idle >= settings.tombstone_retention_ms:
+            return Transition(None, counts={"tombstones_expired": 1})
+        if settings.state_ttl_ms is not None and idle >= settings.state_ttl_ms:
+            return Transition(None, counts={"states_expired": 1})
+        return Transition(state)
+
+    def next_deadline_ms(self, state: StateRecord) -> int | None:
+        """When `tick` would next change this state, for timer-driven engines."""
+        settings = self.settings
+        if state.is_parked or state.handoff is not None:
+            return (state.waiting_since_ms or 0) + settings.handoff_timeout_ms
+        deadlines = []
+        if state.deleted:
+            deadlines.append(state.updated_at_ms + settings.tombstone_retention_ms)
+        if settings.state_ttl_ms is not None:
+            deadlines.append(state.updated_at_ms + settings.state_ttl_ms)
+        return min(deadlines, default=None)
+
+
+def _output(
+    record: RawRecord,
+    value: bytes | None,
+    filled: tuple[str, ...] = (),
+    unresolved: tuple[str, ...] = (),
+    extra: Headers = (),
+) -> OutputRecord:
+    """Rule 7: same key bytes and partition, original headers plus the hydrator's."""
+    headers = list(record.headers)
+    if filled:
+        headers.append((HEADER_FILLED, ",".join(filled).encode()))
+    if unresolved:
+        headers.append((HEADER_UNRESOLVED, ",".join(unresolved).encode()))
+    headers.extend(extra)
+    headers.append((HEADER_SOURCE, record.source.encode()))
+    return OutputRecord(record.partition, record.key, value, tuple(headers))

@@ -1,0 +1,33 @@
+"""Canonical keys: one spelling of a primary key, whether it came as the record key or in a
+`__debezium.oldkey/newkey` header, with or without a schema envelope (DESIGN §3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+
+class InvalidKey(ValueError):
+    """The key bytes are not a decodable key."""
+
+
+def key_document(raw: bytes) -> Any:
+    """The key's JSON, with a Kafka Connect `{"schema", "payload"}` envelope unwrapped."""
+    try:
+        document = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidKey(f"key is not JSON: {exc}") from None
+    if isinstance(document, dict) and document.keys() == {"schema", "payload"}:
+        document = document["payload"]
+    if document is None:
+        raise InvalidKey("key is JSON null")
+    return document
+
+
+def canonical(document: Any) -> str:
+    return orjson.dumps(document, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def canonical_key(raw: bytes) -> str:
+    return canonical(key_document(raw))

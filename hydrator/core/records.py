@@ -1,0 +1,150 @@
+"""What flows in and out of the core: Kafka records in, output/handoff/dead-letter records out."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import msgpack
+
+if TYPE_CHECKING:
+    from state.record import StateRecord
+
+Headers = tuple[tuple[str, bytes | None], ...]
+
+HEADER_FILLED = "hydrator.filled"
+HEADER_UNRESOLVED = "hydrator.unresolved"
+HEADER_SOURCE = "hydrator.source"
+HEADER_ERROR = "hydrator.error"
+
+
+@dataclass(frozen=True, slots=True)
+class RawRecord:
+    """A record as read from an input topic."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: Headers = ()
+    timestamp_ms: int = 0
+
+    @property
+    def source(self) -> str:
+        """`topic:partition:offset`, the downstream dedupe id (DESIGN §3 rule 7)."""
+        return f"{self.topic}:{self.partition}:{self.offset}"
+
+    def header(self, name: str) -> bytes | None:
+        for key, value in self.headers:
+            if key == name:
+                return value
+        return None
+
+    def to_tuple(self) -> list[Any]:
+        return [
+            self.topic,
+            self.partition,
+            self.offset,
+            self.key,
+            self.value,
+            [list(h) for h in self.headers],
+            self.timestamp_ms,
+        ]
+
+    @classmethod
+    def from_tuple(cls, data: list[Any]) -> RawRecord:
+        topic, partition, offset, key, value, headers, ts = data
+        return cls(
+            topic, partition, offset, key, value, tuple((name, val) for name, val in headers), ts
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class OutputRecord:
+    """A record for the output (or dead-letter) topic, written to `partition` (the input's)."""
+
+    partition: int
+    key: bytes | None
+    value: bytes | None
+    headers: Headers
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """Bad input: the original bytes with the reason (DESIGN §3 rule 8)."""
+
+    record: RawRecord
+    reason: str
+
+    def to_output(self) -> OutputRecord:
+        headers = (
+            *self.record.headers,
+            (HEADER_ERROR, self.reason.encode()),
+            (HEADER_SOURCE, self.record.source.encode()),
+        )
+        return OutputRecord(self.record.partition, self.record.key, self.record.value, headers)
+
+
+@dataclass(frozen=True, slots=True)
+class Handoff:
+    """The old image travelling from a primary key's old key to its new key (DESIGN §3 rule 5).
+
+    `route_key` is the best reconstruction of the new key's raw Kafka key bytes, so an engine
+    can send the handoff to the partition that owns the new key; state is keyed by `new_key`.
+    """
+
+    topic: str
+    new_key: str
+    old_key: str
+    image: Mapping[str, Any] | None
+    pos: tuple[int, ...] | None
+    source: str
+    route_key: bytes | None = None
+
+    def encode(self) -> bytes:
+        return msgpack.packb(
+            [
+                1,
+                self.topic,
+                self.new_key,
+                self.old_key,
+                self.image,
+                list(self.pos) if self.pos is not None else None,
+                self.source,
+                self.route_key,
+            ],
+            use_bin_type=True,
+        )
+
+    @classmethod
+    def decode(cls, data: bytes) -> Handoff:
+        version, topic, new_key, old_key, image, pos, source, route_key = msgpack.unpackb(
+            data, raw=False
+        )
+        if version != 1:
+            raise ValueError(f"unknown handoff format version {version}")
+        return cls(
+            topic,
+            new_key,
+            old_key,
+            image,
+            tuple(pos) if pos is not None else None,
+            source,
+            route_key,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """The result of one pure step: the new state record (None = forget the key) and the outputs.
+
+    `counts` names what happened (`stale_dropped`, `unresolved_columns`, `parked`, ...) for metrics.
+    """
+
+    state: StateRecord | None
+    emitted: tuple[OutputRecord, ...] = ()
+    handoffs: tuple[Handoff, ...] = ()
+    dead: tuple[DeadLetter, ...] = ()
+    counts: Mapping[str, int] = field(default_factory=dict)

@@ -1,0 +1,124 @@
+"""The hydration rules (DESIGN §3 rules 1-4, 6) as pure functions over one key's state."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from hydrator.core.settings import HydrationSettings, OnUnresolved
+from hydrator.formats.base import ChangeEvent, Op, Patch, Position
+from state.record import StateRecord
+
+Image = Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Hydration:
+    patch: Patch
+    filled: tuple[str, ...]
+    unresolved: tuple[str, ...]
+    state: StateRecord
+
+
+def is_stale(state: StateRecord | None, position: Position | None) -> bool:
+    """Rule 4: an event at or before the stored position is a redelivery or out of order."""
+    return (
+        position is not None
+        and state is not None
+        and state.pos is not None
+        and len(position) == len(state.pos)
+        and position <= state.pos
+    )
+
+
+def live_image(state: StateRecord | None) -> Image | None:
+    return state.image if state is not None and not state.deleted else None
+
+
+def is_key_only(before: Image, key_columns: frozenset[str]) -> bool:
+    """Default replica identity ships deletes' `before` with only the key columns set."""
+    return all(value is None for column, value in before.items() if column not in key_columns)
+
+
+def fill(columns: tuple[str, ...], image: Image | None, into: dict[str, Any]) -> list[str]:
+    """Rule 1: copy each missing column the image holds into `into`; return the unresolved ones."""
+    unresolved = []
+    for column in columns:
+        if image is not None and column in image:
+            into[column] = image[column]
+        else:
+            unresolved.append(column)
+    return unresolved
+
+
+def hydrate(
+    state: StateRecord | None,
+    event: ChangeEvent,
+    settings: HydrationSettings,
+    now_ms: int,
+    image: Image | None,
+) -> Hydration:
+    """Fill `event` from `image` (normally the state's live image; a handoff's for a key change)
+    and compute the key's next state. Transient key-change fields of `state` are kept."""
+    patch = Patch()
+    unresolved = fill(event.missing_after, image, patch.after)
+    if event.op in (Op.UPDATE, Op.DELETE):
+        unresolved += _fill_before(event, image, settings, patch)
+    filled = tuple(dict.fromkeys([*patch.after, *patch.before]))
+    unresolved_columns = tuple(dict.fromkeys(unresolved))
+    if settings.on_unresolved is OnUnresolved.NULL:
+        for column in unresolved_columns:
+            if column in event.missing_after:
+                patch.after[column] = None
+            else:
+                patch.before[column] = None
+    return Hydration(
+        patch,
+        filled,
+        unresolved_columns,
+        _next_state(state, event, patch, unresolved_columns, now_ms),
+    )
+
+
+def _fill_before(
+    event: ChangeEvent, image: Image | None, settings: HydrationSettings, patch: Patch
+) -> list[str]:
+    """Rule 2: fill missing columns of `before`; a null or key-only `before` becomes the image."""
+    before = event.before
+    if before is None or is_key_only(before, event.key_columns):
+        if settings.fill_before and image is not None:
+            patch.whole_before = image
+        return []
+    return fill(event.missing_before, image, patch.before)
+
+
+def _next_state(
+    state: StateRecord | None,
+    event: ChangeEvent,
+    patch: Patch,
+    unresolved: tuple[str, ...],
+    now_ms: int,
+) -> StateRecord:
+    """Rule 3: the new image is the filled `after`; a delete leaves a tombstone. Unresolved
+    markers are not stored: the true value is unknown until an event ships it."""
+    base = state or StateRecord()
+    pos = event.position if event.position is not None else base.pos
+    if event.op is Op.DELETE:
+        return replace(base, image=None, pos=pos, deleted=True, updated_at_ms=now_ms)
+    assert event.after is not None
+    new_image = {**event.after, **patch.after}
+    for column in unresolved:
+        new_image.pop(column, None)
+    return replace(base, image=new_image, pos=pos, deleted=False, updated_at_ms=now_ms)
+
+
+def handoff_image(state: StateRecord | None, event: ChangeEvent) -> Image | None:
+    """The full old image a deleted key passes to its new key: the state's, or a full `before`."""
+    image = live_image(state)
+    if image is not None:
+        return image
+    before = event.before
+    if before and not event.missing_before and not is_key_only(before, event.key_columns):
+        return before
+    return None

@@ -1,0 +1,44 @@
+"""The knobs of the hydration rules (DESIGN §3); engines and the CLI build one of these."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+DEFAULT_PLACEHOLDER = "__debezium_unavailable_value"
+
+
+class OnStale(StrEnum):
+    DROP = "drop"
+    FORWARD = "forward"
+
+
+class OnUnresolved(StrEnum):
+    KEEP = "keep"
+    NULL = "null"
+    DROP = "drop"
+    DLQ = "dlq"
+    FAIL = "fail"
+
+
+class UnresolvedColumnsError(RuntimeError):
+    """Raised under `--on-unresolved fail`: the engine must stop without committing."""
+
+
+@dataclass(frozen=True, slots=True)
+class HydrationSettings:
+    placeholder: str = DEFAULT_PLACEHOLDER
+    fill_before: bool = True
+    on_stale: OnStale = OnStale.DROP
+    on_unresolved: OnUnresolved = OnUnresolved.KEEP
+    tombstone_retention_ms: int = 24 * 3600 * 1000
+    handoff_timeout_ms: int = 60 * 1000
+    state_ttl_ms: int | None = None
+    max_record_bytes: int = 16 * 1024 * 1024
+
+    @property
+    def placeholder_bytes(self) -> bytes:
+        """`hex:`-prefixed placeholders are raw bytes, as Debezium's option reads them."""
+        if self.placeholder.startswith("hex:"):
+            return bytes.fromhex(self.placeholder[4:])
+        return self.placeholder.encode()

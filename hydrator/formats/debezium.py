@@ -1,0 +1,204 @@
+"""Debezium JSON change events, bare or in a Kafka Connect `{"schema", "payload"}` envelope."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from hydrator.core.keys import InvalidKey, canonical, canonical_key, key_document
+from hydrator.core.records import RawRecord
+from hydrator.formats.base import BadInput, ChangeEvent, Op, Passthrough, Patch, Position
+from hydrator.formats.placeholders import PlaceholderForms
+
+OLD_KEY_HEADER = "__debezium.oldkey"
+NEW_KEY_HEADER = "__debezium.newkey"
+PASSTHROUGH_OPS = {"t": "truncate event", "m": "logical decoding message"}
+OPS = {op.value: op for op in Op}
+
+FieldSchemas = Mapping[str, Mapping[str, Any]]
+
+
+class _Envelope:
+    """The parsed value kept for encode(): the root document and its payload."""
+
+    __slots__ = ("payload", "root")
+
+    def __init__(self, root: dict[str, Any], payload: dict[str, Any]) -> None:
+        self.root = root
+        self.payload = payload
+
+
+def parse_json_object(raw: bytes, what: str) -> dict[str, Any]:
+    try:
+        document = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise BadInput(f"{what} is not JSON: {exc}") from None
+    if not isinstance(document, dict):
+        raise BadInput(f"{what} is a JSON {type(document).__name__}, not an object")
+    return document
+
+
+def unwrap(root: dict[str, Any]) -> tuple[dict[str, Any], Mapping[str, Any] | None]:
+    """(payload, schema) of a value with or without the schema envelope."""
+    if "payload" in root and "schema" in root:
+        payload, schema = root["payload"], root["schema"]
+        if not isinstance(payload, dict):
+            raise BadInput("schema envelope whose payload is not an object")
+        if not isinstance(schema, dict):
+            raise BadInput("schema envelope whose schema is not an object")
+        return payload, schema
+    return root, None
+
+
+def image_fields(schema: Mapping[str, Any] | None, image: str) -> FieldSchemas | None:
+    """The column schemas of `before`/`after` from an envelope schema (None when schemaless)."""
+    if schema is None:
+        return None
+    for field in schema.get("fields") or ():
+        if isinstance(field, dict) and field.get("field") == image:
+            columns = field.get("fields")
+            if not isinstance(columns, list):
+                raise BadInput(f"schema of {image!r} has no field list")
+            return {c["field"]: c for c in columns if isinstance(c, dict) and "field" in c}
+    raise BadInput(f"schema has no {image!r} field")
+
+
+def position(source: Any) -> Position | None:
+    """The ordering position of an event (DESIGN §3 rule 4), None when the connector gives none."""
+    if not isinstance(source, dict):
+        return None
+    try:
+        sequence = source.get("sequence")
+        if isinstance(sequence, str):
+            last_commit, lsn = orjson.loads(sequence)
+            return (int(last_commit or 0), int(lsn or 0))
+        if source.get("connector") == "mysql" and source.get("file"):
+            file_number = int(str(source["file"]).rsplit(".", 1)[-1])
+            return (file_number, int(source.get("pos") or 0), int(source.get("row") or 0))
+        if source.get("lsn") is not None:
+            return (int(source["lsn"]),)
+    except (ValueError, TypeError, orjson.JSONDecodeError) as exc:
+        raise BadInput(f"source position is malformed: {exc}") from None
+    return None
+
+
+class DebeziumCodec:
+    name = "debezium"
+
+    def __init__(self, forms: PlaceholderForms) -> None:
+        self.forms = forms
+
+    def accepts(self, document: Any) -> bool:
+        if not isinstance(document, dict):
+            return False
+        payload = document.get("payload", document) if "schema" in document else document
+        return isinstance(payload, dict) and "op" in payload
+
+    def decode(self, record: RawRecord) -> ChangeEvent | Passthrough:
+        if record.value is None:
+            return Passthrough("kafka tombstone")
+        root = parse_json_object(record.value, "value")
+        payload, schema = unwrap(root)
+        if "op" not in payload:
+            raise BadInput("not a Debezium change event: no 'op' field")
+        raw_op = payload["op"]
+        if raw_op in PASSTHROUGH_OPS:
+            return Passthrough(PASSTHROUGH_OPS[raw_op])
+        op = OPS.get(raw_op) if isinstance(raw_op, str) else None
+        if op is None:
+            raise BadInput(f"unknown op {raw_op!r}")
+        before = self._image(payload, "before")
+        after = self._image(payload, "after")
+        if op is not Op.DELETE and after is None:
+            raise BadInput(f"op {raw_op!r} without an 'after' image")
+        if op is Op.DELETE and before is None and after is not None:
+            raise BadInput("op 'd' with an 'after' image")
+        old_key = self._header_key(record, OLD_KEY_HEADER)
+        new_key = self._header_key(record, NEW_KEY_HEADER)
+        return ChangeEvent(
+            op=op,
+            before=before,
+            after=after,
+            missing_before=self._missing(before, image_fields(schema, "before")),
+            missing_after=self._missing(after, image_fields(schema, "after")),
+            key_columns=_key_columns(record.key),
+            position=position(payload.get("source")),
+            old_key=old_key,
+            new_key=new_key,
+            new_key_route=_route_key(record.key, record.header(NEW_KEY_HEADER))
+            if new_key
+            else None,
+            envelope=_Envelope(root, payload),
+        )
+
+    def encode(self, event: ChangeEvent, patch: Patch) -> bytes:
+        envelope: _Envelope = event.envelope
+        payload = envelope.payload
+        if patch.after:
+            payload["after"].update(patch.after)
+        if patch.whole_before is not None:
+            payload["before"] = dict(patch.whole_before)
+        elif patch.before:
+            payload["before"].update(patch.before)
+        return orjson.dumps(envelope.root)
+
+    @staticmethod
+    def _image(payload: dict[str, Any], name: str) -> dict[str, Any] | None:
+        image = payload.get(name)
+        if image is not None and not isinstance(image, dict):
+            raise BadInput(f"'{name}' is a JSON {type(image).__name__}, not an object")
+        return image
+
+    def _missing(
+        self, image: dict[str, Any] | None, fields: FieldSchemas | None
+    ) -> tuple[str, ...]:
+        if not image:
+            return ()
+        if fields is None:
+            matches = self.forms.matches_shape
+            return tuple(c for c, v in image.items() if v is not None and matches(v))
+        exact = self.forms.matches_schema
+        return tuple(
+            c
+            for c, v in image.items()
+            if v is not None and (f := fields.get(c)) is not None and exact(v, f)
+        )
+
+    @staticmethod
+    def _header_key(record: RawRecord, header: str) -> str | None:
+        raw = record.header(header)
+        if raw is None:
+            return None
+        try:
+            return canonical_key(raw)
+        except InvalidKey as exc:
+            raise BadInput(f"header {header}: {exc}") from None
+
+
+def _key_columns(raw_key: bytes | None) -> frozenset[str]:
+    if raw_key is None:
+        return frozenset()
+    document = key_document(raw_key)
+    return frozenset(document) if isinstance(document, dict) else frozenset()
+
+
+def _route_key(old_raw_key: bytes | None, new_key_header: bytes | None) -> bytes | None:
+    """The raw key bytes Kafka Connect would have written for the new key, rebuilt from the old
+    key's bytes (same converter, same envelope), so the handoff is partitioned like the input."""
+    if old_raw_key is None or new_key_header is None:
+        return None
+    try:
+        new_key = orjson.loads(new_key_header)
+        old = orjson.loads(old_raw_key)
+    except orjson.JSONDecodeError:
+        return None
+    if isinstance(new_key, dict) and new_key.keys() == {"schema", "payload"}:
+        return new_key_header
+    if isinstance(old, dict) and old.keys() == {"schema", "payload"}:
+        return orjson.dumps({"schema": old["schema"], "payload": new_key})
+    return orjson.dumps(new_key)
+
+
+__all__ = ["DebeziumCodec", "canonical"]

@@ -1,0 +1,1 @@
+"""Kafka plumbing shared by the engines, the demo and the tests."""

@@ -1,0 +1,1 @@
+"""Real-component test harness: Kafka broker, Postgres, Debezium bridge, the FULL-identity oracle."""

