@@ -196,7 +196,8 @@ class Hydrator:
         """Timeouts: parked records past `handoff_timeout` are emitted unresolved; tombstones past
         retention and records untouched for `state_ttl` are forgotten (Transition.state None)."""
         settings = self.settings
-        waited = now_ms - (state.waiting_since_ms or now_ms)
+        since = state.waiting_since_ms
+        waited = now_ms - since if since is not None else 0
         if state.is_parked and waited >= settings.handoff_timeout_ms:
             first = state.parked[0]
             no_image = Handoff(first.topic, "", "", None, None, "handoff-timeout")
@@ -219,7 +220,8 @@ class Hydrator:
         """When `tick` would next change this state, for timer-driven engines."""
         settings = self.settings
         if state.is_parked or state.handoff is not None:
-            return (state.waiting_since_ms or 0) + settings.handoff_timeout_ms
+            since = state.waiting_since_ms if state.waiting_since_ms is not None else 0
+            return since + settings.handoff_timeout_ms
         deadlines = []
         if state.deleted:
             deadlines.append(state.updated_at_ms + settings.tombstone_retention_ms)

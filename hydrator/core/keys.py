@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import orjson
@@ -17,12 +18,21 @@ def key_document(raw: bytes) -> Any:
     try:
         document = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise InvalidKey(f"key is not JSON: {exc}") from None
+        document = _lenient(raw, exc)
     if isinstance(document, dict) and document.keys() == {"schema", "payload"}:
         document = document["payload"]
     if document is None:
         raise InvalidKey("key is JSON null")
     return document
+
+
+def _lenient(raw: bytes, error: Exception) -> Any:
+    """SimpleHeaderConverter writes control characters in key strings unescaped; the stdlib
+    parser in non-strict mode reads them (orjson does not)."""
+    try:
+        return json.loads(raw, strict=False)
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidKey(f"key is not JSON: {error}") from None
 
 
 def canonical(document: Any) -> str:

@@ -1,0 +1,151 @@
+"""Envelope and state codecs: round trips, exact detection, versioning."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hydrator.core import Handoff, Hydrator, RawRecord
+from hydrator.core.keys import canonical_key
+from hydrator.formats.placeholders import PlaceholderForms
+from state.codec import FORMAT_V1, StateFormatError, decode_state, encode_state
+from state.record import StateRecord
+from tests.support.debezium_model import envelope_schema
+
+P = "__debezium_unavailable_value"
+FORMS = PlaceholderForms(P.encode())
+
+
+def test_canonical_key_is_the_same_for_record_keys_and_headers() -> None:
+    enveloped = b'{"schema":{"type":"struct"},"payload":{"b":2,"a":1}}'
+    assert canonical_key(enveloped) == canonical_key(b'{"a": 1, "b": 2}') == '{"a":1,"b":2}'
+
+
+def test_header_keys_with_raw_control_characters_are_read() -> None:
+    # SimpleHeaderConverter does not escape them; JsonConverter (the record key) does.
+    assert canonical_key(b'{"k":"a\nb"}') == canonical_key(b'{"k":"a\\nb"}')
+
+
+@pytest.mark.parametrize(
+    ("value", "field"),
+    [
+        (P, {"type": "string"}),
+        (FORMS.base64, {"type": "bytes"}),
+        ([P], {"type": "array", "items": {"type": "string"}}),
+        ([FORMS.base64], {"type": "array", "items": {"type": "bytes"}}),
+        (FORMS.byte_ints, {"type": "array", "items": {"type": "int32"}}),
+        (FORMS.byte_ints, {"type": "array", "items": {"type": "int64"}}),
+        (
+            [FORMS.uuid],
+            {"type": "array", "items": {"type": "string", "name": "io.debezium.data.Uuid"}},
+        ),
+        ({P: P}, {"type": "map"}),
+        (FORMS.hstore_json, {"type": "string", "name": "io.debezium.data.Json"}),
+    ],
+)
+def test_every_typed_spelling_is_detected_with_and_without_schema(value, field) -> None:
+    assert FORMS.matches_schema(value, field)
+    assert FORMS.matches_shape(value)
+
+
+def test_schema_makes_detection_exact() -> None:
+    # a text column that happens to hold the base64 spelling is data, not a placeholder
+    assert not FORMS.matches_schema(FORMS.base64, {"type": "string"})
+    assert not FORMS.matches_schema([P], {"type": "array", "items": {"type": "bytes"}})
+    assert not FORMS.matches_schema(FORMS.byte_ints, {"type": "array", "items": {"type": "string"}})
+    assert not FORMS.matches_shape("some text") and not FORMS.matches_shape([1, 2])
+
+
+def test_filled_event_keeps_the_envelope_and_field_order() -> None:
+    hydrator = Hydrator()
+    schema = envelope_schema()
+    key = orjson.dumps({"schema": {"type": "struct"}, "payload": {"id": 1}})
+    source = {"version": "3.6", "lsn": 5, "sequence": '[null,"5"]', "extra": [1, 2.5]}
+    full = {
+        "id": 1,
+        "small": 1,
+        "txt": "t" * 3000,
+        "doc": None,
+        "bin": None,
+        "tags": None,
+        "nums": None,
+        "ids": None,
+        "attrs": None,
+    }
+    create = {
+        "schema": schema,
+        "payload": {
+            "before": None,
+            "after": full,
+            "source": source,
+            "op": "c",
+            "ts_ms": 7,
+            "transaction": None,
+        },
+    }
+    state = hydrator.process(None, RawRecord("t", 0, 0, key, orjson.dumps(create)), 0).state
+    update = {
+        "schema": schema,
+        "payload": {
+            "before": None,
+            "after": {**full, "txt": P},
+            "source": {**source, "lsn": 9, "sequence": '["5","9"]'},
+            "op": "u",
+            "ts_ms": 8,
+            "transaction": None,
+        },
+    }
+    out = hydrator.process(state, RawRecord("t", 0, 1, key, orjson.dumps(update)), 0)
+    result = orjson.loads(out.emitted[0].value)
+    expected = {**update, "payload": {**update["payload"], "after": full, "before": full}}
+    assert result == expected
+    assert list(result["payload"]) == list(update["payload"])
+    assert list(result["payload"]["after"]) == list(full)
+
+
+positions = st.none() | st.tuples(st.integers(0, 2**63 - 1), st.integers(0, 2**63 - 1))
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+images = st.none() | st.dictionaries(st.text(), json_values, max_size=5)
+raw_records = st.builds(
+    RawRecord,
+    st.text(),
+    st.integers(0, 1000),
+    st.integers(0, 2**62),
+    st.none() | st.binary(),
+    st.none() | st.binary(),
+    st.lists(st.tuples(st.text(), st.none() | st.binary())).map(tuple),
+    st.integers(0, 2**62),
+)
+handoffs = st.builds(
+    Handoff, st.text(), st.text(), st.text(), images, positions, st.text(), st.none() | st.binary()
+)
+
+
+@given(
+    st.builds(
+        StateRecord,
+        images,
+        positions,
+        st.booleans(),
+        st.integers(0, 2**62),
+        st.none() | handoffs,
+        st.lists(raw_records, max_size=3).map(tuple),
+        st.none() | st.integers(0, 2**62),
+    )
+)
+def test_state_record_round_trips(record: StateRecord) -> None:
+    data = encode_state(record)
+    assert data[0] == FORMAT_V1
+    assert decode_state(data) == record
+
+
+@pytest.mark.parametrize("data", [b"", b"\x09abc", b"\x01\xc1"])
+def test_unreadable_state_bytes_raise_a_clear_error(data: bytes) -> None:
+    with pytest.raises(StateFormatError):
+        decode_state(data)
