@@ -1,0 +1,28 @@
+# `make test` and `make demo` do all set-up on a fresh machine: venv, packages, Postgres logical
+# decoding. Override the interpreter with PYTHON=..., the venv location with VENV=...
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: setup test test-unit demo bench lint
+
+setup: $(VENV)/.installed
+	@bash tests/harness/enable-logical-decoding.sh
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e ".[test]"
+	touch $@
+
+test: setup
+	$(BIN)/python -m pytest
+
+test-unit: $(VENV)/.installed
+	$(BIN)/python -m pytest tests/unit
+
+demo: setup
+	$(BIN)/hydrator demo
+
+lint: $(VENV)/.installed
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
