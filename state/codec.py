@@ -21,8 +21,9 @@ def encode_state(record: StateRecord) -> bytes:
         list(record.pos) if record.pos is not None else None,
         record.deleted,
         record.updated_at_ms,
-        record.handoff.encode() if record.handoff is not None else None,
+        [handoff.encode() for handoff in record.handoffs],
         [parked.to_tuple() for parked in record.parked],
+        record.awaiting,
         record.waiting_since_ms,
     ]
     return bytes([FORMAT_V1]) + msgpack.packb(body, use_bin_type=True)
@@ -34,7 +35,7 @@ def decode_state(data: bytes) -> StateRecord:
     if data[0] != FORMAT_V1:
         raise StateFormatError(f"unknown state format byte {data[0]} (this release reads 1)")
     try:
-        image, pos, deleted, updated_at, handoff, parked, waiting = msgpack.unpackb(
+        image, pos, deleted, updated_at, handoffs, parked, awaiting, waiting = msgpack.unpackb(
             data[1:], raw=False, strict_map_key=False
         )
     except (ValueError, msgpack.UnpackException) as exc:
@@ -44,7 +45,8 @@ def decode_state(data: bytes) -> StateRecord:
         pos=tuple(pos) if pos is not None else None,
         deleted=deleted,
         updated_at_ms=updated_at,
-        handoff=Handoff.decode(handoff) if handoff is not None else None,
+        handoffs=tuple(Handoff.decode(item) for item in handoffs),
         parked=tuple(RawRecord.from_tuple(item) for item in parked),
+        awaiting=awaiting,
         waiting_since_ms=waiting,
     )

@@ -13,22 +13,31 @@ if TYPE_CHECKING:
 class StateRecord:
     """`image` is the last full row (None before any image is known); `deleted` marks a tombstone.
 
-    Key-change data is transient: `handoff` holds an old image that arrived before its CREATE;
-    `parked` holds the records of this key waiting for a handoff, oldest first. Either has been
-    waiting since `waiting_since_ms`.
+    Key-change data is transient: `handoffs` hold old images that arrived before the CREATE that
+    names their old key; `parked` holds this key's records, oldest first, while the first of them
+    waits for the handoff from `awaiting` (its old key). Something has been waiting since
+    `waiting_since_ms`.
     """
 
     image: dict[str, Any] | None = None
     pos: tuple[int, ...] | None = None
     deleted: bool = False
     updated_at_ms: int = 0
-    handoff: Handoff | None = None
+    handoffs: tuple[Handoff, ...] = field(default=())
     parked: tuple[RawRecord, ...] = field(default=())
+    awaiting: str | None = None
     waiting_since_ms: int | None = None
 
     @property
     def is_parked(self) -> bool:
         return bool(self.parked)
+
+    @property
+    def is_waiting(self) -> bool:
+        return bool(self.parked or self.handoffs)
+
+    def pending_handoff(self, old_key: str) -> Handoff | None:
+        return next((h for h in self.handoffs if h.old_key == old_key), None)
 
 
 def state_key(topic: str, key: str) -> bytes:

@@ -87,12 +87,14 @@ class Hydrator:
         if rules.is_stale(state, event.position):
             return self._stale(state, record)
         image = rules.live_image(state)
-        if event.old_key is not None and state is not None and state.handoff is not None:
-            image = state.handoff.image
-            state = replace(state, handoff=None, waiting_since_ms=None)
-        elif event.old_key is not None and event.missing_after:
-            parked = replace(state or StateRecord(), parked=(record,), waiting_since_ms=now_ms)
-            return Transition(parked, counts={"parked": 1})
+        if event.old_key is not None:
+            handoff = state.pending_handoff(event.old_key) if state is not None else None
+            if handoff is not None:
+                image = handoff.image
+                state = _settle(replace(state, handoffs=_without(state.handoffs, handoff)), now_ms)
+            elif event.missing_after:
+                waiting = replace(state or StateRecord(), parked=(record,), awaiting=event.old_key)
+                return Transition(_settle(waiting, now_ms), counts={"parked": 1})
         hydration = rules.hydrate(state, event, self.settings, now_ms, image)
         counts: Counter[str] = Counter(events=1, filled_columns=len(hydration.filled))
         handoffs = ()
@@ -161,23 +163,27 @@ class Hydrator:
     def receive_handoff(
         self, state: StateRecord | None, handoff: Handoff, now_ms: int
     ) -> Transition:
-        """Apply a key-change handoff to the new key's state; releases parked records."""
+        """Apply a key-change handoff to the new key's state; releases parked records when it is
+        the one the first of them awaits. Handoffs are matched on their old key: two key changes
+        into one new key may deliver their handoffs in either order."""
         if state is not None and state.is_parked:
-            return self._release(state, handoff, now_ms, counts={"handoffs_applied": 1})
+            if handoff.old_key == state.awaiting:
+                return self._release(state, handoff, now_ms, counts={"handoffs_applied": 1})
+            return Transition(_keep(state, handoff, now_ms), counts={"handoffs_pending": 1})
         if rules.is_stale(state, handoff.pos) or (
             state is not None and state.pos is not None and state.pos == handoff.pos
         ):
             # The CREATE it was meant for is already done (it needed no fill) or a redelivery.
             return Transition(state, counts={"handoffs_unneeded": 1})
-        waiting = replace(state or StateRecord(), handoff=handoff, waiting_since_ms=now_ms)
-        return Transition(waiting, counts={"handoffs_pending": 1})
+        return Transition(_keep(state, handoff, now_ms), counts={"handoffs_pending": 1})
 
     def _release(
         self, state: StateRecord, handoff: Handoff, now_ms: int, counts: dict[str, int]
     ) -> Transition:
-        """Replay the parked records, oldest first, now that the old image is known."""
+        """Replay the parked records, oldest first, now that the awaited old image is known; a
+        later one that awaits another handoff parks again with the rest behind it."""
         current: StateRecord | None = replace(
-            state, parked=(), handoff=handoff, waiting_since_ms=None
+            _keep(state, handoff, now_ms), parked=(), awaiting=None
         )
         emitted, handoffs, dead = [], [], []
         total: Counter[str] = Counter(counts)
@@ -188,26 +194,28 @@ class Hydrator:
             handoffs += step.handoffs
             dead += step.dead
             total.update(step.counts)
-        return Transition(current, tuple(emitted), tuple(handoffs), tuple(dead), total)
+        total["parked"] -= len(state.parked)  # replays are not new arrivals
+        return Transition(current, tuple(emitted), tuple(handoffs), tuple(dead), +total)
 
     # -- timers --------------------------------------------------------------------------------
 
     def tick(self, state: StateRecord, now_ms: int) -> Transition:
-        """Timeouts: parked records past `handoff_timeout` are emitted unresolved; tombstones past
-        retention and records untouched for `state_ttl` are forgotten (Transition.state None)."""
+        """Timeouts: parked records past `handoff_timeout` are emitted unresolved; unclaimed
+        handoffs are dropped; tombstones past retention and records untouched for `state_ttl`
+        are forgotten (Transition.state None)."""
         settings = self.settings
         since = state.waiting_since_ms
-        waited = now_ms - since if since is not None else 0
-        if state.is_parked and waited >= settings.handoff_timeout_ms:
-            first = state.parked[0]
-            no_image = Handoff(first.topic, "", "", None, None, "handoff-timeout")
-            return self._release(state, no_image, now_ms, counts={"handoff_timeouts": 1})
-        if state.handoff is not None and waited >= settings.handoff_timeout_ms:
-            state = replace(state, handoff=None, waiting_since_ms=None)
+        if since is not None and now_ms - since >= settings.handoff_timeout_ms:
+            if state.is_parked:
+                first = state.parked[0]
+                nothing = Handoff(first.topic, "", state.awaiting or "", None, None, "timeout")
+                return self._release(state, nothing, now_ms, counts={"handoff_timeouts": 1})
+            expired = len(state.handoffs)
+            state = _settle(replace(state, handoffs=()), now_ms)
             if state.image is None and not state.deleted and state.pos is None:
-                return Transition(None, counts={"handoffs_expired": 1})
-            return Transition(state, counts={"handoffs_expired": 1})
-        if state.is_parked or state.handoff is not None:
+                return Transition(None, counts={"handoffs_expired": expired})
+            return Transition(state, counts={"handoffs_expired": expired})
+        if state.is_waiting:
             return Transition(state)
         idle = now_ms - state.updated_at_ms
         if state.deleted and idle >= settings.tombstone_retention_ms:
@@ -219,15 +227,34 @@ class Hydrator:
     def next_deadline_ms(self, state: StateRecord) -> int | None:
         """When `tick` would next change this state, for timer-driven engines."""
         settings = self.settings
-        if state.is_parked or state.handoff is not None:
-            since = state.waiting_since_ms if state.waiting_since_ms is not None else 0
-            return since + settings.handoff_timeout_ms
+        if state.waiting_since_ms is not None:
+            return state.waiting_since_ms + settings.handoff_timeout_ms
         deadlines = []
         if state.deleted:
             deadlines.append(state.updated_at_ms + settings.tombstone_retention_ms)
         if settings.state_ttl_ms is not None:
             deadlines.append(state.updated_at_ms + settings.state_ttl_ms)
         return min(deadlines, default=None)
+
+
+def _settle(state: StateRecord, now_ms: int) -> StateRecord:
+    """Keep `waiting_since_ms` while anything waits (from when it started), clear it otherwise."""
+    if not state.is_waiting:
+        return replace(state, waiting_since_ms=None) if state.waiting_since_ms is not None else state
+    if state.waiting_since_ms is None:
+        return replace(state, waiting_since_ms=now_ms)
+    return state
+
+
+def _keep(state: StateRecord | None, handoff: Handoff, now_ms: int) -> StateRecord:
+    """Add a pending handoff, replacing a redelivered one from the same old key."""
+    base = state or StateRecord()
+    kept = (*_without(base.handoffs, base.pending_handoff(handoff.old_key)), handoff)
+    return _settle(replace(base, handoffs=kept), now_ms)
+
+
+def _without(handoffs: tuple[Handoff, ...], handoff: Handoff | None) -> tuple[Handoff, ...]:
+    return tuple(h for h in handoffs if h is not handoff)
 
 
 def _output(

@@ -134,8 +134,9 @@ handoffs = st.builds(
         positions,
         st.booleans(),
         st.integers(0, 2**62),
-        st.none() | handoffs,
+        st.lists(handoffs, max_size=2).map(tuple),
         st.lists(raw_records, max_size=3).map(tuple),
+        st.none() | st.text(),
         st.none() | st.integers(0, 2**62),
     )
 )

@@ -244,7 +244,7 @@ def test_create_waits_for_its_handoff_with_later_events_behind_it() -> None:
         {"id": 2, "big": BIG, "n": 1},
         {"id": 2, "big": BIG, "n": 5},
     ]
-    assert not released.state.is_parked and released.state.handoff is None
+    assert not released.state.is_waiting and released.state.waiting_since_ms is None
 
 
 def after_of_output(output: Any) -> dict[str, Any]:
@@ -255,10 +255,10 @@ def test_handoff_arriving_first_waits_for_its_create() -> None:
     hydrator = Hydrator()
     deleted, create = key_change(hydrator)
     waiting = hydrator.receive_handoff(None, deleted.handoffs[0], 0)
-    assert waiting.state.handoff is not None
+    assert waiting.state.pending_handoff('{"id":1}') is not None
     out = hydrator.process(waiting.state, create, 0)
     assert after_of(out) == {"id": 2, "big": BIG, "n": 1}
-    assert out.state.handoff is None
+    assert not out.state.is_waiting
 
 
 def test_redelivered_handoff_after_its_create_is_ignored() -> None:
@@ -305,3 +305,36 @@ def test_state_ttl_evicts_idle_rows() -> None:
     assert hydrator.next_deadline_ms(state) == 100
     assert hydrator.tick(state, 100).state is None
     assert Hydrator().next_deadline_ms(state) is None
+
+
+def test_two_key_changes_into_one_key_match_handoffs_by_old_key() -> None:
+    """13 -> 15, then 15 deleted, then 14 -> 15; the handoff from 14 arrives first."""
+    hydrator = Hydrator()
+
+    def row(key: int, lsn: int) -> StateRecord:
+        return hydrator.process(
+            None, record("c", {"id": key, "big": f"image of {key}", "n": key}, key=key, lsn=lsn), 0
+        ).state
+
+    def move(old: int, new: int, lsn: int, offset: int) -> tuple[Any, RawRecord]:
+        delete = record("d", None, key=old, before={"id": old, "big": None, "n": None}, lsn=lsn,
+                        headers=(("__debezium.newkey", f'{{"id":{new}}}'.encode()),))
+        create = record("c", {"id": new, "big": P, "n": old}, key=new, lsn=lsn, offset=offset,
+                        headers=(("__debezium.oldkey", f'{{"id":{old}}}'.encode()),))
+        return hydrator.process(row(old, lsn - 5), delete, 0), create
+
+    first, create_from_13 = move(13, 15, 100, 1)
+    second, create_from_14 = move(14, 15, 200, 3)
+    delete_15 = record("d", None, key=15, before={"id": 15, "big": None, "n": None}, lsn=150,
+                       offset=2)
+    state = None
+    for item in (create_from_13, delete_15, create_from_14):
+        state = hydrator.process(state, item, 0).state
+    assert state.awaiting == '{"id":13}' and len(state.parked) == 3
+    early = hydrator.receive_handoff(state, second.handoffs[0], 0)
+    assert early.emitted == () and early.state.is_parked
+    released = hydrator.receive_handoff(early.state, first.handoffs[0], 0)
+    creates = [after_of_output(o) for o in released.emitted if orjson.loads(o.value)["op"] == "c"]
+    assert creates == [{"id": 15, "big": "image of 13", "n": 13},
+                       {"id": 15, "big": "image of 14", "n": 14}]
+    assert not released.state.is_waiting
