@@ -240,7 +240,7 @@ class Hydrator:
 def _settle(state: StateRecord, now_ms: int) -> StateRecord:
     """Keep `waiting_since_ms` while anything waits (from when it started), clear it otherwise."""
     if not state.is_waiting:
-        return replace(state, waiting_since_ms=None) if state.waiting_since_ms is not None else state
+        return state if state.waiting_since_ms is None else replace(state, waiting_since_ms=None)
     if state.waiting_since_ms is None:
         return replace(state, waiting_since_ms=now_ms)
     return state

@@ -1,1 +1,1 @@
-"""Real-component test harness: Kafka broker, Postgres, Debezium bridge, the FULL-identity oracle."""
+"""Real-component test harness: broker, Postgres, Debezium bridge, the FULL-identity oracle."""
