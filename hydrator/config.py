@@ -1,0 +1,119 @@
+"""What a `hydrator run` is asked to do, engine-neutral, plus the parsing its options share.
+
+Values come from (highest first) the command line, `HYDRATOR_<NAME>` environment variables, a
+TOML config file, then the defaults here. The file uses the long option names, with dashes or
+underscores, at top level or under a `[run]` table:
+
+    bootstrap-servers = "kafka:9092"
+    input-topic = ["db.public.orders"]
+    output-suffix = ".enriched"
+    handoff-timeout = "2m"
+    kafka-property = ["security.protocol=SASL_SSL"]
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hydrator.core.settings import HydrationSettings
+
+DEFAULT_APPLICATION_ID = "toast-hydrator"
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_DURATION_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_SIZE = re.compile(r"^\s*(\d+)\s*(b|kb|kib|k|mb|mib|m|gb|gib|g)?\s*$", re.IGNORECASE)
+_SIZE_BYTES = {
+    "b": 1,
+    "k": 1024,
+    "kb": 1024,
+    "kib": 1024,
+    "m": 1024**2,
+    "mb": 1024**2,
+    "mib": 1024**2,
+    "g": 1024**3,
+    "gb": 1024**3,
+    "gib": 1024**3,
+}
+
+
+class ConfigError(ValueError):
+    """A bad configuration value; the message names the option."""
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    engine: str
+    bootstrap_servers: str
+    input_topics: tuple[str, ...]
+    output_topic: str | None = None
+    output_suffix: str | None = None
+    state_dir: Path = Path("hydrator-state")
+    application_id: str = DEFAULT_APPLICATION_ID
+    format: str = "auto"
+    available_now: bool = False
+    kafka_properties: Mapping[str, str] = field(default_factory=dict)
+    hydration: HydrationSettings = field(default_factory=HydrationSettings)
+    commit_interval_ms: int = 100
+    progress_interval_s: float = 10.0
+
+
+@dataclass(frozen=True)
+class SparkOptions:
+    """What only `--engine spark` uses."""
+
+    master: str = "local[*]"
+    conf: Mapping[str, str] = field(default_factory=dict)
+    max_offsets_per_trigger: int | None = None
+
+
+def parse_spark_conf(items: Iterable[str]) -> dict[str, str]:
+    """`["spark.a=1", "spark.b=x=y"]` -> `{"spark.a": "1", "spark.b": "x=y"}`."""
+    conf: dict[str, str] = {}
+    for item in items:
+        key, sep, value = str(item).partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"{item!r} is not KEY=VALUE")
+        conf[key] = value
+    return conf
+
+
+def parse_duration_ms(text: str) -> int:
+    """`"500ms"`, `"30s"`, `"2m"`, `"24h"`, `"7d"`; a bare number is seconds."""
+    match = _DURATION.match(str(text))
+    if not match:
+        raise ValueError(f"{text!r} is not a duration like 500ms, 30s, 2m, 24h or 7d")
+    number, unit = match.groups()
+    return int(float(number) * _DURATION_MS[unit or "s"])
+
+
+def parse_size_bytes(text: str) -> int:
+    """`"16MB"`, `"2kb"`, `"1048576"`: binary multiples."""
+    match = _SIZE.match(str(text))
+    if not match:
+        raise ValueError(f"{text!r} is not a size like 2048, 2KB or 16MB")
+    number, unit = match.groups()
+    return int(number) * _SIZE_BYTES[(unit or "b").lower()]
+
+
+def load_config_file(path: Path, section: str = "run") -> dict[str, Any]:
+    """Option values from a TOML file, keyed by click parameter name (underscores)."""
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    table = data.get(section, data)
+    if not isinstance(table, dict):
+        raise ConfigError(f"config file {path}: [{section}] is not a table")
+    return {
+        name.replace("-", "_"): value
+        for name, value in table.items()
+        if not (name == section and isinstance(value, dict))
+    }

@@ -1,0 +1,19 @@
+"""The embedded engine: a Kafka-Streams-style runner in one process.
+
+engine.py         wiring: clients, state directory, loop; clean shutdown on SIGINT/SIGTERM
+topology.py       which topics, and how their partitions line up (co-partitioning)
+topics.py         check inputs, create outputs and internal topics
+loop.py           poll -> task -> commit; rebalance callbacks
+assignment.py     the tasks owned now, opened (restored) and closed on rebalance
+task.py           one partition's processor: core calls, state cache, timers
+timers.py         per-task deadline index for Hydrator.tick
+transaction.py    one Kafka transaction per batch: outputs, handoffs, DLQ, changelog, offsets
+restore.py        bring a task's RocksDB store up to its changelog partition
+state_dir.py      the local state directory: lock, process id, store paths
+available_now.py  when `--available-now` may stop
+progress.py       the periodic progress line
+"""
+
+from hydrator.engines.embedded.engine import EmbeddedEngine
+
+__all__ = ["EmbeddedEngine"]

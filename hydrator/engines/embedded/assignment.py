@@ -1,0 +1,106 @@
+"""The tasks this instance owns, opened (restored) and closed as the consumer group rebalances.
+
+The group protocol is eager: every rebalance revokes everything, then assigns. A revoked task is
+only suspended (committed, store open); if the next assignment gives its partition back, nobody
+can have written its changelog in between, so it resumes without restoring or re-indexing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter, defaultdict
+
+from confluent_kafka import TopicPartition
+
+from hydrator.core.hydrator import Hydrator
+from hydrator.engines.embedded.restore import Restorer
+from hydrator.engines.embedded.state_dir import StateDirectory
+from hydrator.engines.embedded.task import Sink, Task
+from hydrator.engines.embedded.topology import Topology
+
+log = logging.getLogger(__name__)
+
+
+class CoPartitioningError(RuntimeError):
+    """The group handed out partition p of some subscribed topics but not of the others."""
+
+
+class Assignment:
+    def __init__(
+        self,
+        topology: Topology,
+        state_dir: StateDirectory,
+        restorer: Restorer,
+        hydrator: Hydrator,
+        sink: Sink,
+        counts: Counter[str],
+    ) -> None:
+        self.tasks: dict[int, Task] = {}
+        self._suspended: dict[int, Task] = {}
+        self.partitions: list[TopicPartition] = []
+        self.assigned_once = False
+        self._topology = topology
+        self._state_dir = state_dir
+        self._restorer = restorer
+        self._hydrator = hydrator
+        self._sink = sink
+        self._counts = counts
+
+    def open(self, partitions: list[TopicPartition]) -> None:
+        by_number = self._check_co_partitioned(partitions)
+        for p in sorted(set(self._suspended) - set(by_number)):
+            self._suspended.pop(p).close()
+        for p in sorted(by_number):
+            resumed = self._suspended.pop(p, None)
+            self.tasks[p] = resumed if resumed is not None else self._new_task(p)
+        self.partitions += [TopicPartition(tp.topic, tp.partition) for tp in partitions]
+        self.assigned_once = True
+        log.info("assigned partitions %s", sorted(by_number))
+
+    def suspend(self, partitions: list[TopicPartition]) -> None:
+        """After the commit of a revoke: keep the tasks for a possible return."""
+        for p in self._release(partitions):
+            self._suspended[p] = self.tasks.pop(p)
+
+    def close(self, partitions: list[TopicPartition]) -> None:
+        """Close the tasks of `partitions`; their uncommitted state (if any) is dropped."""
+        for p in self._release(partitions):
+            self.tasks.pop(p).close()
+
+    def close_all(self) -> None:
+        self.close(list(self.partitions))
+        for task in self._suspended.values():
+            task.close()
+        self._suspended.clear()
+
+    def _new_task(self, p: int) -> Task:
+        path = self._state_dir.store_path(self._topology.changelog_topic, p)
+        store = self._restorer.open(path, p)
+        return Task(p, self._hydrator, store, self._topology, self._sink, self._counts)
+
+    def _release(self, partitions: list[TopicPartition]) -> list[int]:
+        numbers = sorted({tp.partition for tp in partitions} & set(self.tasks))
+        gone = {(tp.topic, tp.partition) for tp in partitions}
+        self.partitions = [tp for tp in self.partitions if (tp.topic, tp.partition) not in gone]
+        if numbers:
+            log.info("revoked partitions %s", numbers)
+        return numbers
+
+    @property
+    def parked(self) -> int:
+        return sum(task.parked_count for task in self.tasks.values())
+
+    def _check_co_partitioned(self, partitions: list[TopicPartition]) -> dict[int, set[str]]:
+        # The range assignor gives every member the same partition numbers of each subscribed
+        # topic when the counts are equal; a task needs all of them to see its keys' handoffs.
+        expected = set(self._topology.subscription)
+        by_number: dict[int, set[str]] = defaultdict(set)
+        for tp in partitions:
+            by_number[tp.partition].add(tp.topic)
+        for p, topics in by_number.items():
+            if topics != expected:
+                raise CoPartitioningError(
+                    f"partition {p} assigned for {sorted(topics)} but not for "
+                    f"{sorted(expected - topics)}"
+                )
+        return dict(by_number)

@@ -1,0 +1,196 @@
+"""Wiring: build the Kafka clients, the state directory and the loop; tear them down in order."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections import Counter
+from types import FrameType
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from hydrator.config import ConfigError, RunConfig
+from hydrator.core.hydrator import Hydrator
+from hydrator.engines.embedded.assignment import Assignment
+from hydrator.engines.embedded.available_now import AvailableNow
+from hydrator.engines.embedded.loop import StreamLoop
+from hydrator.engines.embedded.progress import Progress
+from hydrator.engines.embedded.restore import Restorer
+from hydrator.engines.embedded.state_dir import StateDirectory, StateDirLocked
+from hydrator.engines.embedded.topics import TopologyError, prepare_topology
+from hydrator.engines.embedded.topology import Topology
+from hydrator.engines.embedded.transaction import TransactionalWriter
+from hydrator.kafka.client_config import ClientConfigError, ClientSettings
+from hydrator.kafka.offsets import OffsetProbe
+
+log = logging.getLogger(__name__)
+
+# Problems of configuration rather than of running: the CLI exits 2 for them.
+CONFIG_ERRORS = (ConfigError, ClientConfigError, TopologyError, StateDirLocked)
+
+# Tunable through -X; the engine's managed settings are in the functions below.
+CONSUMER_DEFAULTS: dict[str, Any] = {
+    "auto.offset.reset": "earliest",
+    # Tansu takes ~23 s to settle a group join with the 45 s default, ~3 s with this.
+    "session.timeout.ms": 6000,
+    "heartbeat.interval.ms": 1500,
+    "fetch.wait.max.ms": 100,
+}
+PRODUCER_DEFAULTS: dict[str, Any] = {
+    "linger.ms": 5,
+    "queue.buffering.max.messages": 500_000,
+    # How long a dead instance's open transaction blocks read_committed readers (Kafka aborts it
+    # then; Tansu never does). A batch commits within a second or two.
+    "transaction.timeout.ms": 30_000,
+    # Java-compatible key hashing for anything produced without an explicit partition.
+    "partitioner": "murmur2_random",
+    # Hydrated rows and state records carry whole TOASTed values: the client must not be the
+    # limit (the topics' max.message.bytes still applies).
+    "message.max.bytes": 64 * 1024 * 1024,
+}
+
+
+class EmbeddedEngine:
+    def __init__(self, config: RunConfig, hydrator: Hydrator | None = None) -> None:
+        self.config = config
+        self.hydrator = hydrator or Hydrator(config.hydration, config.format)
+        self.counts: Counter[str] = Counter()
+        self._stop = threading.Event()
+
+    def request_stop(self) -> None:
+        """Finish and commit the current batch, then return from run()."""
+        self._stop.set()
+
+    def run(self) -> None:
+        config = self.config
+        clients = ClientSettings(config.bootstrap_servers, config.kafka_properties)
+        topology = self._topology(clients)
+        state_dir = StateDirectory(config.state_dir, config.application_id)
+        state_dir.lock()
+        try:
+            self._run(clients, topology, state_dir)
+        finally:
+            state_dir.unlock()
+
+    def _run(self, clients: ClientSettings, topology: Topology, state_dir: StateDirectory) -> None:
+        config = self.config
+        restore = {"group.id": f"{config.application_id}-restore"}
+        producer = _client(Producer, clients.producer(self._producer_settings(state_dir)))
+        consumer = _client(Consumer, clients.consumer(self._consumer_settings()))
+        probe = OffsetProbe(clients.consumer(restore))
+        restorer = Restorer(clients.consumer(restore), probe, topology.changelog_topic)
+        writer = TransactionalWriter(producer, topology)
+        assignment = Assignment(topology, state_dir, restorer, self.hydrator, writer, self.counts)
+        try:
+            writer.init()
+            available_now = (
+                AvailableNow(consumer, probe, topology) if config.available_now else None
+            )
+            progress = Progress(
+                self.counts,
+                lambda: self._lag(consumer, assignment, topology),
+                lambda: assignment.parked,
+                config.progress_interval_s,
+            )
+            loop = StreamLoop(
+                consumer,
+                writer,
+                assignment,
+                topology,
+                self.counts,
+                config.commit_interval_ms,
+                available_now,
+                progress,
+            )
+            with _stop_on_signals(self._stop):
+                loop.run(self._stop.is_set)
+        finally:
+            # Closing the consumer revokes its partitions: the loop commits (unless it failed)
+            # and closes the stores.
+            consumer.close()
+            assignment.close_all()
+            producer.flush(10)
+            restorer.close()
+            probe.close()
+
+    def _topology(self, clients: ClientSettings) -> Topology:
+        config = self.config
+        admin = _client(AdminClient, clients.admin())
+        return prepare_topology(
+            admin,
+            config.application_id,
+            config.input_topics,
+            config.output_topic,
+            config.output_suffix,
+        )
+
+    def _consumer_settings(self) -> dict[str, Any]:
+        return {
+            **CONSUMER_DEFAULTS,
+            "group.id": self.config.application_id,
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "isolation.level": "read_committed",
+            # Range gives every member the same partition numbers of each topic: co-partitioning.
+            "partition.assignment.strategy": "range",
+        }
+
+    def _producer_settings(self, state_dir: StateDirectory) -> dict[str, Any]:
+        return {
+            **PRODUCER_DEFAULTS,
+            "transactional.id": f"{self.config.application_id}-{state_dir.process_id()}",
+            "enable.idempotence": True,
+        }
+
+    @staticmethod
+    def _lag(consumer: Consumer, assignment: Assignment, topology: Topology) -> dict[str, int]:
+        lag: Counter[str] = Counter()
+        owned = [tp for tp in assignment.partitions if topology.is_input(tp.topic)]
+        for tp in consumer.position(owned) if owned else []:
+            _, high = consumer.get_watermark_offsets(
+                TopicPartition(tp.topic, tp.partition), cached=True
+            )
+            if tp.offset >= 0 and high >= 0:
+                lag[tp.topic] += max(high - tp.offset, 0)
+        return dict(lag)
+
+
+def _client(kind: Any, config: dict[str, Any]) -> Any:
+    """A Kafka client; a property librdkafka rejects is a configuration error (exit 2)."""
+    try:
+        return kind(config)
+    except (KafkaException, ValueError) as exc:
+        reason = exc.args[0].str() if isinstance(exc, KafkaException) else str(exc)
+        raise ClientConfigError(f"-X / --kafka-property: {reason}") from None
+
+
+class _stop_on_signals:
+    """SIGINT/SIGTERM ask for a clean stop (finish the batch, commit, close the stores); a
+    second one stops at once."""
+
+    def __init__(self, stop: threading.Event) -> None:
+        self._stop = stop
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._previous[sig] = signal.signal(sig, self._handle)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        name = signal.Signals(signum).name
+        if self._stop.is_set():
+            # Asked twice: the clean stop is stuck (say, a restore waiting on a broker). The
+            # open batch is aborted on the way out.
+            log.warning("%s received again: stopping now without committing", name)
+            raise KeyboardInterrupt
+        log.info("%s received: stopping after the current batch", name)
+        self._stop.set()
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)

@@ -1,0 +1,202 @@
+"""The poll loop: consume a batch, hand each record to its task, fire timers, commit.
+
+Commits happen every `commit_interval_ms` (and before a rebalance takes partitions away); each
+commit is one Kafka transaction carrying the batch's outputs, state changes and input offsets.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable
+
+from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
+
+from hydrator.core.records import Handoff, RawRecord
+from hydrator.engines.embedded.assignment import Assignment
+from hydrator.engines.embedded.available_now import AvailableNow
+from hydrator.engines.embedded.progress import Progress
+from hydrator.engines.embedded.topology import Topology
+from hydrator.engines.embedded.transaction import TransactionalWriter
+from state.codec import encode_state
+
+log = logging.getLogger(__name__)
+
+MAX_BATCH = 5000
+POLL_TIMEOUT_S = 0.05
+# Past this many records a commit is due whatever the interval: bounds memory and redo work.
+MAX_UNCOMMITTED = 20_000
+AVAILABLE_NOW_CHECK_S = 0.25
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class StreamLoop:
+    def __init__(
+        self,
+        consumer: Consumer,
+        writer: TransactionalWriter,
+        assignment: Assignment,
+        topology: Topology,
+        counts: Counter[str],
+        commit_interval_ms: int,
+        available_now: AvailableNow | None,
+        progress: Progress,
+    ) -> None:
+        self._consumer = consumer
+        self._writer = writer
+        self._assignment = assignment
+        self._topology = topology
+        self._counts = counts
+        self._commit_interval_s = commit_interval_ms / 1000
+        self._available_now = available_now
+        self._progress = progress
+        self._uncommitted = 0
+        self._batch_started: float | None = None
+        self._failed = False
+        self._last_finish_check = 0.0
+
+    def run(self, should_stop: Callable[[], bool]) -> None:
+        self._consumer.subscribe(
+            self._topology.subscription,
+            on_assign=self._on_assign,
+            on_revoke=self._on_revoke,
+            on_lost=self._on_lost,
+        )
+        try:
+            while not should_stop():
+                messages = self._consumer.consume(MAX_BATCH, POLL_TIMEOUT_S)
+                now = now_ms()
+                for msg in messages:
+                    self._dispatch(msg, now)
+                for task in self._assignment.tasks.values():
+                    task.fire_timers(now)
+                if self._commit_due():
+                    self.commit()
+                self._progress.maybe_log()
+                if self._finished():
+                    log.info("available-now: everything available is processed")
+                    break
+            self.commit()
+        except BaseException:
+            # Nothing of the failed batch may become visible, and nothing may be committed on
+            # the way out (closing the consumer revokes, and a revoke normally commits).
+            self._failed = True
+            self._writer.abort()
+            raise
+        finally:
+            self._progress.log()
+
+    # -- records -----------------------------------------------------------------------------
+
+    def _dispatch(self, msg: Message, now: int) -> None:
+        error = msg.error()
+        if error is not None:
+            if error.fatal():
+                raise KafkaException(error)
+            log.warning("consumer error: %s", error)
+            return
+        task = self._assignment.tasks.get(msg.partition())
+        if task is None:
+            log.warning("record of unowned partition %s-%d", msg.topic(), msg.partition())
+            return
+        if self._batch_started is None:
+            self._batch_started = time.monotonic()
+        self._uncommitted += 1
+        record = RawRecord(
+            msg.topic(),
+            msg.partition(),
+            msg.offset(),
+            msg.key(),
+            msg.value(),
+            tuple(msg.headers() or ()),
+            msg.timestamp()[1],
+        )
+        if record.topic != self._topology.handoff_topic:
+            self._counts["records"] += 1
+            task.process(record, now)
+            return
+        try:
+            handoff = Handoff.decode(record.value or b"")
+        except Exception as exc:  # a corrupt internal record must not stop the job
+            task.dead_letter(record, f"unreadable handoff: {exc}")
+            return
+        self._counts["handoffs_received"] += 1
+        task.receive_handoff(handoff, now)
+
+    # -- commits -----------------------------------------------------------------------------
+
+    def _commit_due(self) -> bool:
+        if self._uncommitted >= MAX_UNCOMMITTED:
+            return True
+        if self._batch_started is None:
+            # Timers alone can change state or produce.
+            tasks = self._assignment.tasks.values()
+            return self._writer.in_transaction or any(t.dirty for t in tasks)
+        return time.monotonic() - self._batch_started >= self._commit_interval_s
+
+    def commit(self) -> None:
+        tasks = self._assignment.tasks
+        if not (
+            self._uncommitted or self._writer.in_transaction or any(t.dirty for t in tasks.values())
+        ):
+            return
+        encoded = {
+            p: {k: encode_state(s) if s is not None else None for k, s in task.dirty.items()}
+            for p, task in tasks.items()
+            if task.dirty
+        }
+        offsets = [
+            tp
+            for tp in self._consumer.position(list(self._assignment.partitions))
+            if tp.offset >= 0
+        ]
+        written = self._writer.commit(encoded, offsets, self._consumer.consumer_group_metadata())
+        for p, changes in encoded.items():
+            tasks[p].committed(changes, written[p])
+        self._uncommitted = 0
+        self._batch_started = None
+        self._counts["commits"] += 1
+
+    # -- rebalances --------------------------------------------------------------------------
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._assignment.open(partitions)
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        if self._failed:
+            self._assignment.close(partitions)
+            return
+        self.commit()
+        self._assignment.suspend(partitions)
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # Someone else owns them now: our open batch must not commit, and every task's
+        # uncommitted state went with it.
+        log.warning("partitions lost: %s", sorted({tp.partition for tp in partitions}))
+        self._writer.abort()
+        self._uncommitted = 0
+        self._batch_started = None
+        self._assignment.close_all()
+
+    # -- available-now -----------------------------------------------------------------------
+
+    def _finished(self) -> bool:
+        if self._available_now is None or not self._assignment.assigned_once:
+            return False
+        if time.monotonic() - self._last_finish_check < AVAILABLE_NOW_CHECK_S:
+            return False
+        self._last_finish_check = time.monotonic()
+        owned = list(self._assignment.partitions)
+        reached, pending = self._available_now.inputs_pending(owned)
+        if reached:
+            # Records keep arriving after the snapshot: stop fetching them, or the run never
+            # ends. (Records already fetched past the goal are processed; that is harmless.)
+            self._consumer.pause(reached)
+        if pending:
+            return False
+        self.commit()
+        return self._assignment.parked == 0 and self._available_now.handoffs_done(owned)

@@ -1,0 +1,86 @@
+"""Check the input topics and create the output and internal topics before the first poll."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from confluent_kafka.admin import AdminClient
+
+from hydrator.engines.embedded.topology import Topology
+from hydrator.kafka.admin import ensure_topics, partition_counts
+
+log = logging.getLogger(__name__)
+
+
+class TopologyError(ValueError):
+    """The topics cannot be laid out as the engine needs (a configuration problem)."""
+
+
+def output_topics(
+    inputs: Sequence[str], output_topic: str | None, output_suffix: str | None
+) -> dict[str, str]:
+    if output_topic is not None:
+        outputs = dict.fromkeys(inputs, output_topic)
+    elif output_suffix:
+        outputs = {topic: f"{topic}{output_suffix}" for topic in inputs}
+    else:
+        raise TopologyError("one of --output-topic or --output-suffix is needed")
+    looping = sorted(set(outputs.values()) & set(inputs))
+    if looping:
+        raise TopologyError(f"--output-topic/--output-suffix: {looping[0]} is also an input topic")
+    return outputs
+
+
+def prepare_topology(
+    admin: AdminClient,
+    application_id: str,
+    inputs: Sequence[str],
+    output_topic: str | None,
+    output_suffix: str | None,
+) -> Topology:
+    outputs = output_topics(inputs, output_topic, output_suffix)
+    partitions = _input_partitions(admin, inputs)
+    topology = Topology(application_id, outputs, partitions)
+    _check_existing(admin, topology)
+    created = ensure_topics(admin, topology.created_topics())
+    for name in created:
+        log.info("created topic %s with %d partitions", name, partitions)
+    return topology
+
+
+def _input_partitions(admin: AdminClient, inputs: Sequence[str]) -> int:
+    counts = partition_counts(admin, inputs)
+    missing = [t for t, n in counts.items() if n is None]
+    if missing:
+        raise TopologyError(f"--input-topic {missing[0]}: the topic does not exist")
+    distinct = {n for n in counts.values()}
+    if len(distinct) > 1:
+        listing = ", ".join(f"{t}={n}" for t, n in counts.items())
+        # One handoff topic and one changelog serve all inputs; they line up only if every input
+        # has the same number of partitions.
+        raise TopologyError(f"--input-topic: the topics must have one partition count ({listing})")
+    (count,) = distinct
+    assert count is not None
+    return count
+
+
+def _check_existing(admin: AdminClient, topology: Topology) -> None:
+    p = topology.partitions
+    outputs = set(topology.outputs.values())
+    internal = [topology.handoff_topic, topology.changelog_topic, topology.dlq_topic]
+    counts = partition_counts(admin, [*outputs, *internal])
+    for name in outputs:
+        n = counts[name]
+        if n is not None and n < p:
+            raise TopologyError(
+                f"--output-topic/--output-suffix: {name} has {n} partitions, fewer than the "
+                f"input's {p}, so records could not keep their partition number"
+            )
+    for name in internal:
+        n = counts[name]
+        if n is not None and n != p:
+            raise TopologyError(
+                f"--application-id: its internal topic {name} has {n} partitions but the "
+                f"input has {p}; delete it (and the state directory) or use another id"
+            )

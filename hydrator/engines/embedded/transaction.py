@@ -1,0 +1,150 @@
+"""The batch transaction: outputs, handoffs, dead letters, state changelog and input offsets
+commit together through one transactional producer (Kafka's EOS v2 layout: one producer per
+instance, fenced by the consumer group's generation)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+
+from hydrator.core.records import Handoff, OutputRecord
+from hydrator.engines.embedded.topology import Topology
+
+log = logging.getLogger(__name__)
+
+TIMEOUT_S = 60.0
+
+
+class TransactionFailed(RuntimeError):
+    """The batch could not be committed; it has been aborted (or the producer is fenced)."""
+
+
+class TransactionalWriter:
+    def __init__(self, producer: Producer, topology: Topology) -> None:
+        self._producer = producer
+        self._topology = topology
+        self.in_transaction = False
+        self.records = 0  # produced in the open transaction
+
+    def init(self) -> None:
+        # Also aborts whatever a previous incarnation with the same transactional id left open.
+        self._producer.init_transactions(TIMEOUT_S)
+
+    def begin(self) -> None:
+        if not self.in_transaction:
+            self._producer.begin_transaction()
+            self.in_transaction = True
+            self.records = 0
+
+    # -- the Sink a task writes to ----------------------------------------------------------
+
+    def output(self, input_topic: str, record: OutputRecord) -> None:
+        self._produce(
+            self._topology.outputs[input_topic],
+            record.partition,
+            record.key,
+            record.value,
+            record.headers,
+        )
+
+    def dead(self, record: OutputRecord) -> None:
+        self._produce(
+            self._topology.dlq_topic, record.partition, record.key, record.value, record.headers
+        )
+
+    def handoff(self, partition: int, handoff: Handoff) -> None:
+        self._produce(
+            self._topology.handoff_topic, partition, handoff.new_key.encode(), handoff.encode(), ()
+        )
+
+    # -- commit ------------------------------------------------------------------------------
+
+    def commit(
+        self,
+        changes: Mapping[int, Mapping[bytes, bytes | None]],
+        offsets: list[TopicPartition],
+        group_metadata: Any,
+    ) -> dict[int, int]:
+        """Commit the batch; returns, per changelog partition written, the offset after its last
+        record (where a restore of that partition resumes)."""
+        self.begin()
+        try:
+            # Outputs are delivered before the changelog is written, and the changelog before the
+            # offsets: on a broker that leaves a dead producer's records visible (Tansu) a crash
+            # then never shows state whose outputs are missing.
+            self._flush()
+            written: dict[int, int] = {}
+
+            def delivered(err: KafkaError | None, msg: Any) -> None:
+                if err is None:
+                    p = msg.partition()
+                    written[p] = max(written.get(p, -1), msg.offset() + 1)
+
+            topic = self._topology.changelog_topic
+            for partition, encoded in changes.items():
+                for key, data in encoded.items():
+                    self._produce(topic, partition, key, data, (), delivered)
+            self._flush()
+            if offsets:
+                self._producer.send_offsets_to_transaction(offsets, group_metadata, TIMEOUT_S)
+            self._producer.commit_transaction(TIMEOUT_S)
+        except KafkaException as exc:
+            self._fail(exc)
+        self.in_transaction = False
+        missing = [p for p, encoded in changes.items() if encoded and p not in written]
+        if missing:
+            raise TransactionFailed(f"no delivery report for changelog partitions {missing}")
+        return written
+
+    def abort(self) -> None:
+        if not self.in_transaction:
+            return
+        try:
+            self._producer.abort_transaction(TIMEOUT_S)
+        except KafkaException as exc:
+            log.warning("abort failed: %s", exc)
+        self.in_transaction = False
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _produce(
+        self,
+        topic: str,
+        partition: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Any,
+        on_delivery: Any = None,
+    ) -> None:
+        self.begin()
+        self.records += 1
+        while True:
+            try:
+                self._producer.produce(
+                    topic,
+                    value,
+                    key,
+                    partition=partition,
+                    headers=list(headers) or None,
+                    on_delivery=on_delivery,
+                )
+                return
+            except BufferError:
+                # The local queue is full: let deliveries drain it.
+                self._producer.poll(0.05)
+
+    def _flush(self) -> None:
+        remaining = self._producer.flush(TIMEOUT_S)
+        if remaining:
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"{remaining} undelivered"))
+
+    def _fail(self, exc: KafkaException) -> None:
+        error = exc.args[0] if exc.args else None
+        if isinstance(error, KafkaError) and error.fatal():
+            self.in_transaction = False  # fenced: nothing more can be done with this producer
+        else:
+            self.abort()
+        raise TransactionFailed(str(exc)) from exc

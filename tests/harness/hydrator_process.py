@@ -1,0 +1,131 @@
+"""Run `hydrator run` as a real process, as an operator would, and watch its log."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ASSIGNED = re.compile(r"assigned partitions \[([\d, ]*)\]")
+PROGRESS_RECORDS = re.compile(r"records (\d+), commits")
+
+
+def run_args(
+    bootstrap_servers: str,
+    application_id: str,
+    inputs: list[str],
+    state_dir: Path,
+    *extra: str,
+    output_topic: str | None = None,
+    output_suffix: str | None = None,
+) -> list[str]:
+    args = [
+        "run",
+        "--engine",
+        "embedded",
+        "--bootstrap-servers",
+        bootstrap_servers,
+        "--application-id",
+        application_id,
+        "--state-dir",
+        str(state_dir),
+        "--progress-interval",
+        "2s",
+    ]
+    for topic in inputs:
+        args += ["--input-topic", topic]
+    if output_topic is not None:
+        args += ["--output-topic", output_topic]
+    if output_suffix is not None:
+        args += ["--output-suffix", output_suffix]
+    return [*args, *extra]
+
+
+def _command(args: list[str]) -> list[str]:
+    return [sys.executable, "-m", "hydrator.cli", *args]
+
+
+def run_to_completion(args: list[str], timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run a command that ends by itself (`--available-now`)."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.run(
+        _command(args), capture_output=True, text=True, timeout=timeout_s, env=env
+    )
+
+
+class HydratorProcess:
+    """A long-running `hydrator run`; its stderr goes to a log file the test can search."""
+
+    def __init__(self, args: list[str], log_path: Path, start: bool = True) -> None:
+        self.args = args
+        self.log_path = log_path
+        self.process: subprocess.Popen[str] | None = None
+        log_path.touch()
+        if start:
+            self.start()
+
+    def start(self) -> None:
+        self._log = open(self.log_path, "a")  # noqa: SIM115 - closed in wait()
+        self.process = subprocess.Popen(
+            _command(self.args),
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+
+    @property
+    def log(self) -> str:
+        return self.log_path.read_text()
+
+    def wait_for_log(self, pattern: str | re.Pattern[str], timeout_s: float = 60) -> re.Match[str]:
+        regex = re.compile(pattern) if isinstance(pattern, str) else pattern
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            match = regex.search(self.log)
+            if match:
+                return match
+            if self.process.poll() is not None:
+                raise AssertionError(f"hydrator exited {self.process.returncode}:\n{self.log}")
+            time.sleep(0.1)
+        raise AssertionError(f"no {regex.pattern!r} in the log within {timeout_s}s:\n{self.log}")
+
+    def assigned(self) -> list[int] | None:
+        """The partitions of the latest assignment, None before the first."""
+        matches = ASSIGNED.findall(self.log)
+        if not matches:
+            return None
+        return [int(p) for p in matches[-1].replace(" ", "").split(",") if p]
+
+    def records_processed(self) -> int:
+        matches = PROGRESS_RECORDS.findall(self.log)
+        return int(matches[-1]) if matches else 0
+
+    def terminate(self, timeout_s: float = 60) -> int:
+        self.process.send_signal(signal.SIGTERM)
+        return self.wait(timeout_s)
+
+    def kill(self) -> int:
+        self.process.kill()
+        return self.wait(10)
+
+    def wait(self, timeout_s: float = 60) -> int:
+        try:
+            return self.process.wait(timeout_s)
+        finally:
+            self._log.close()
+
+    def __enter__(self) -> HydratorProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+        self._log.close()

@@ -1,0 +1,108 @@
+"""A task with the real core, a real RocksDB store and a recording sink (no broker)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import orjson
+
+from hydrator.core import HydrationSettings, Hydrator
+from hydrator.core.records import Handoff, OutputRecord, RawRecord
+from hydrator.engines.embedded.task import Task
+from hydrator.engines.embedded.topology import Topology
+from hydrator.kafka.partitioner import partition_for_key
+from state.codec import encode_state
+from state.stores.rocksdb import RocksDBStore
+from tests.harness.cdc_events import ToastTable, key_bytes
+
+PARTITIONS = 4
+
+
+class RecordingSink:
+    def __init__(self) -> None:
+        self.outputs: list[tuple[str, OutputRecord]] = []
+        self.dead_letters: list[OutputRecord] = []
+        self.handoffs: list[tuple[int, Handoff]] = []
+
+    def output(self, input_topic: str, record: OutputRecord) -> None:
+        self.outputs.append((input_topic, record))
+
+    def dead(self, record: OutputRecord) -> None:
+        self.dead_letters.append(record)
+
+    def handoff(self, partition: int, handoff: Handoff) -> None:
+        self.handoffs.append((partition, handoff))
+
+
+def _task(
+    tmp_path: Path, partition: int, settings: HydrationSettings | None = None
+) -> tuple[Task, RecordingSink]:
+    sink = RecordingSink()
+    topology = Topology("app", {"t": "t.out"}, PARTITIONS)
+    store = RocksDBStore(tmp_path / f"store-{partition}")
+    task = Task(partition, Hydrator(settings), store, topology, sink, Counter())
+    return task, sink
+
+
+def _raw(record: tuple, offset: int, partition: int) -> RawRecord:
+    key, value, headers = record
+    return RawRecord("t", partition, offset, key, value, tuple(headers))
+
+
+def _commit(task: Task) -> None:
+    encoded = {k: encode_state(s) if s is not None else None for k, s in task.dirty.items()}
+    task.committed(encoded, 1)
+
+
+def test_key_change_within_one_task_skips_the_handoff_topic(tmp_path: Path) -> None:
+    old = 3
+    partition = partition_for_key(key_bytes(old), PARTITIONS)
+    new = next(
+        k for k in range(1000, 3000) if partition_for_key(key_bytes(k), PARTITIONS) == partition
+    )
+    task, sink = _task(tmp_path, partition)
+    table = ToastTable()
+    records = [table.insert(old), *table.change_key(old, new)]
+    for offset, record in enumerate(records):
+        task.process(_raw(record, offset, partition), now_ms=1000)
+    assert sink.handoffs == []
+    _, create = sink.outputs[-1]
+    assert orjson.loads(create.value)["after"] == table.rows[new]
+    assert task.parked_count == 0
+
+
+def test_handoff_to_another_partition_goes_to_the_sink(tmp_path: Path) -> None:
+    old = 3
+    partition = partition_for_key(key_bytes(old), PARTITIONS)
+    new = next(
+        k for k in range(1000, 3000) if partition_for_key(key_bytes(k), PARTITIONS) != partition
+    )
+    task, sink = _task(tmp_path, partition)
+    table = ToastTable()
+    for offset, record in enumerate([table.insert(old), *table.change_key(old, new)[:2]]):
+        task.process(_raw(record, offset, partition), now_ms=1000)
+    ((target, handoff),) = sink.handoffs
+    assert target == partition_for_key(key_bytes(new), PARTITIONS)
+    assert handoff.image == table.rows[new] | {"id": old}
+
+
+def test_parked_record_is_released_by_the_timer_and_survives_a_reopen(tmp_path: Path) -> None:
+    settings = HydrationSettings(handoff_timeout_ms=5_000)
+    partition = partition_for_key(key_bytes(6), PARTITIONS)
+    task, sink = _task(tmp_path, partition, settings)
+    table = ToastTable()
+    table.insert(5)
+    *_, create = table.change_key(5, 6)
+    task.process(_raw(create, 0, partition), now_ms=1_000)
+    assert task.parked_count == 1 and sink.outputs == []
+    _commit(task)
+    task.close()
+
+    # A restarted task finds the parked key and its deadline in the store.
+    task, sink = _task(tmp_path, partition, settings)
+    assert task.parked_count == 1
+    task.fire_timers(now_ms=5_999)
+    assert sink.outputs == []
+    task.fire_timers(now_ms=6_000)
+    assert len(sink.outputs) == 1 and task.parked_count == 0
