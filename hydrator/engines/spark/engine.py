@@ -1,0 +1,191 @@
+"""`hydrator run --engine spark`: lay out the topics, start the query, report progress, and for
+`--available-now` run it until inputs and handoffs are drained and nothing is parked."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
+
+from hydrator.config import RunConfig
+from hydrator.engines.embedded.topics import output_topics
+from hydrator.engines.spark.parked import parked_summary
+from hydrator.engines.spark.query import COUNTERS, OBSERVATION, QuerySpec, writer
+from hydrator.engines.spark.session import spark_session
+from hydrator.engines.spark.stateful import Topics
+from hydrator.kafka.admin import TopicSpec, ensure_topics, partition_counts
+
+log = logging.getLogger("hydrator.spark")
+TRIGGER_INTERVAL = "500 milliseconds"
+
+
+class SparkEngine:
+    def __init__(
+        self,
+        config: RunConfig,
+        master: str = "local[*]",
+        spark_conf: Mapping[str, str] | None = None,
+        max_offsets_per_trigger: int | None = None,
+    ) -> None:
+        self.config = config
+        self.master = master
+        self.spark_conf = dict(spark_conf or {})
+        self.max_offsets_per_trigger = max_offsets_per_trigger
+        self.checkpoint = Path(config.state_dir).absolute() / config.application_id / "checkpoint"
+        self._stop = threading.Event()
+
+    # -- set-up --------------------------------------------------------------------------------
+
+    def _topics(self) -> tuple[Topics, int]:
+        config = self.config
+        admin = AdminClient(
+            {"bootstrap.servers": config.bootstrap_servers, **config.kafka_properties}
+        )
+        counts = partition_counts(admin, config.input_topics)
+        missing = [topic for topic, count in counts.items() if count is None]
+        if missing:
+            raise ValueError(f"input topic {missing[0]} does not exist (--input-topic)")
+        partitions = max(count for count in counts.values() if count)
+        outputs = output_topics(config.input_topics, config.output_topic, config.output_suffix)
+        topics = Topics(outputs, f"{config.application_id}-handoff", f"{config.application_id}-dlq")
+        specs = [TopicSpec(name, partitions) for name in dict.fromkeys(outputs.values())]
+        specs += [TopicSpec(topics.handoff, partitions), TopicSpec(topics.dlq, partitions)]
+        for name in ensure_topics(admin, specs):
+            log.info("created topic %s with %d partitions", name, partitions)
+        return topics, partitions
+
+    def _spec(self, topics: Topics) -> QuerySpec:
+        config = self.config
+        return QuerySpec(
+            bootstrap_servers=config.bootstrap_servers,
+            inputs=tuple(config.input_topics),
+            topics=topics,
+            checkpoint=str(self.checkpoint),
+            settings=config.hydration,
+            format=config.format,
+            kafka_properties=dict(config.kafka_properties),
+            max_offsets_per_trigger=self.max_offsets_per_trigger,
+        )
+
+    # -- running -------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        topics, partitions = self._topics()
+        spark = spark_session(
+            self.config.application_id, self.master, partitions * 2, self.spark_conf
+        )
+        progress = _Progress(self.config.progress_interval_s)
+        spark.streams.addListener(progress)
+        spec = self._spec(topics)
+        try:
+            if self.config.available_now:
+                self._available_now(spark, spec)
+            else:
+                self._continuous(spark, spec)
+        finally:
+            spark.streams.removeListener(progress)
+            log.info("totals: %s", dict(progress.totals))
+
+    def _continuous(self, spark: SparkSession, spec: QuerySpec) -> None:
+        query = writer(spark, spec).trigger(processingTime=TRIGGER_INTERVAL).start()
+        self._stop_on_signals(query)
+        query.awaitTermination()
+
+    def _available_now(self, spark: SparkSession, spec: QuerySpec) -> None:
+        """Drain inputs; handoffs written meanwhile need another run, and parked keys wait for
+        their handoff or its timeout (a tick record makes Spark run the batch that fires it)."""
+        # A processing-time timeout makes every batch ask for a no-data batch after it, so an
+        # AvailableNow query would never end; timeouts fire in batches with data (a tick) instead.
+        spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")
+        while not self._stop.is_set():
+            query = writer(spark, spec).trigger(availableNow=True).start()
+            self._stop_on_signals(query)
+            query.awaitTermination()
+            run = observed(query)
+            log.info("available-now run: %s", {k: v for k, v in run.items() if v})
+            if run["handoffs_sent"]:
+                continue  # they are in the handoff topic now: another run applies them
+            parked, deadline_ms = parked_summary(
+                spark, str(self.checkpoint), self.config.hydration.handoff_timeout_ms
+            )
+            if parked == 0:
+                return
+            wait_s = max(0.0, (deadline_ms or 0) / 1000 - time.time()) + 0.1
+            log.info("%d keys wait for a key-change handoff; next timeout in %.1fs", parked, wait_s)
+            if self._stop.wait(wait_s):
+                return
+            self._tick(spec.topics.handoff)
+
+    def _tick(self, handoff_topic: str) -> None:
+        producer = Producer(
+            {"bootstrap.servers": self.config.bootstrap_servers, **self.config.kafka_properties}
+        )
+        producer.produce(handoff_topic, value=None, key=None, partition=0)
+        producer.flush(30)
+
+    def _stop_on_signals(self, query: StreamingQuery) -> None:
+        def stop(signum: int, _frame: Any) -> None:
+            log.info("signal %d: stopping the query after its current batch", signum)
+            self._stop.set()
+            threading.Thread(target=query.stop, daemon=True).start()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, stop)
+
+
+def observed(query: StreamingQuery) -> Counter[str]:
+    """The hydrator's counters summed over a finished query's batches. (The listener hears of
+    batches asynchronously, possibly after awaitTermination returns.)"""
+    totals: Counter[str] = Counter()
+    for progress in query.recentProgress:
+        row = (progress.get("observedMetrics") or {}).get(OBSERVATION)
+        if row is not None:
+            totals.update({name: int(row[name] or 0) for name in COUNTERS})
+    return totals
+
+
+class _Progress(StreamingQueryListener):
+    """Sums the observed counters of every micro-batch and logs a line every interval."""
+
+    def __init__(self, interval_s: float) -> None:
+        self.totals: Counter[str] = Counter()
+        self.interval_s = interval_s
+        self._last_log = time.monotonic()
+        self._rows_since = 0
+
+    def onQueryStarted(self, event: Any) -> None:
+        log.info("query %s started", event.id)
+
+    def onQueryProgress(self, event: Any) -> None:
+        progress = event.progress
+        row = progress.observedMetrics.get(OBSERVATION)
+        if row is not None:
+            self.totals.update({name: int(row[name] or 0) for name in COUNTERS})
+        self._rows_since += progress.numInputRows
+        now = time.monotonic()
+        if now - self._last_log >= self.interval_s:
+            rate = self._rows_since / (now - self._last_log)
+            log.info(
+                "batch %d: %.0f records/s; totals %s",
+                progress.batchId,
+                rate,
+                {k: v for k, v in self.totals.items() if v},
+            )
+            self._last_log, self._rows_since = now, 0
+
+    def onQueryIdle(self, event: Any) -> None:
+        pass
+
+    def onQueryTerminated(self, event: Any) -> None:
+        if event.exception:
+            log.error("query %s failed: %s", event.id, event.exception)

@@ -1,0 +1,93 @@
+"""The Structured Streaming query: Kafka in, route, applyInPandasWithState, Kafka out.
+
+inputs + handoff topic --route--> groupBy(group) --applyInPandasWithState--> outputs / handoff
+                                                                             / DLQ topics
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import DataStreamWriter
+from pyspark.sql.streaming.state import GroupStateTimeout
+
+from hydrator.core import HydrationSettings
+from hydrator.engines.spark.kafka_datasource import register
+from hydrator.engines.spark.routing import group_column
+from hydrator.engines.spark.stateful import (
+    COUNTERS,
+    KIND_HANDOFF,
+    KIND_INPUT,
+    PACKED_SCHEMA,
+    STATE_SCHEMA,
+    UNPACKED_SCHEMA,
+    Topics,
+    group_function,
+    unpack,
+)
+
+# The counters are summed per micro-batch into the query's observed metrics under this name.
+OBSERVATION = "hydrator"
+
+
+@dataclass(frozen=True)
+class QuerySpec:
+    bootstrap_servers: str
+    inputs: tuple[str, ...]
+    topics: Topics
+    checkpoint: str
+    settings: HydrationSettings
+    format: str = "auto"
+    kafka_properties: Mapping[str, str] | None = None
+    max_offsets_per_trigger: int | None = None
+
+
+def kafka_input(spark: SparkSession, spec: QuerySpec) -> DataFrame:
+    """Input and handoff topics through the project's Kafka source (SOURCE_SCHEMA rows)."""
+    reader = (
+        spark.readStream.format(register(spark))
+        .option("kafka.bootstrap.servers", spec.bootstrap_servers)
+        .option("topics", ",".join([*spec.inputs, spec.topics.handoff]))
+        .option("startingOffsets", "earliest")
+    )
+    for name, value in (spec.kafka_properties or {}).items():
+        reader = reader.option(f"kafka.{name}", value)
+    if spec.max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", str(spec.max_offsets_per_trigger))
+    return reader.load()
+
+
+def hydrate(records: DataFrame, spec: QuerySpec) -> DataFrame:
+    """SOURCE_SCHEMA rows in, records to write (and metrics rows) out; any streaming input."""
+    kind = F.when(F.col("topic") == spec.topics.handoff, F.lit(KIND_HANDOFF)).otherwise(
+        F.lit(KIND_INPUT)
+    )
+    routed = records.withColumn("kind", kind)
+    routed = routed.withColumn("group", group_column(spec.settings, spec.format))
+    hydrated = routed.groupBy("group").applyInPandasWithState(
+        group_function(spec.settings, spec.format, spec.topics),
+        PACKED_SCHEMA,
+        STATE_SCHEMA,
+        "Append",
+        GroupStateTimeout.ProcessingTimeTimeout,
+    )
+    return hydrated.mapInPandas(unpack, UNPACKED_SCHEMA).observe(
+        OBSERVATION, *[F.coalesce(F.sum(name), F.lit(0)).alias(name) for name in COUNTERS]
+    )
+
+
+def writer(spark: SparkSession, spec: QuerySpec) -> DataStreamWriter:
+    records = hydrate(kafka_input(spark, spec), spec).where(F.col("topic").isNotNull())
+    sink = (
+        records.select("topic", "partition", "key", "value", "headers")
+        .writeStream.format(register(spark))
+        .option("kafka.bootstrap.servers", spec.bootstrap_servers)
+        .option("checkpointLocation", spec.checkpoint)
+        .outputMode("append")
+    )
+    for name, value in (spec.kafka_properties or {}).items():
+        sink = sink.option(f"kafka.{name}", value)
+    return sink
