@@ -80,6 +80,30 @@ def empty_floor(frame: DataFrame, _spec: QuerySpec) -> DataFrame:
     )
 
 
+def stateful_floor(frame: DataFrame, _spec: QuerySpec) -> DataFrame:
+    """The empty function that also keeps a row-sized blob per key, as hydration must."""
+    blob = b"s" * 2200
+
+    def keep(
+        key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: GroupState
+    ) -> Iterator[pd.DataFrame]:
+        for _ in frames:
+            pass
+        state.update((blob,))
+        yield pd.DataFrame({"key": []})
+
+    return frame.groupBy("key").applyInPandasWithState(
+        keep, "key binary", "s binary", "Append", GroupStateTimeout.NoTimeout
+    )
+
+
+STAGES = {
+    "empty applyInPandasWithState": empty_floor,
+    "empty + 2 KB state per key": stateful_floor,
+    "hydrator engine": hydrate,
+}
+
+
 @dataclass
 class Result:
     stage: str
@@ -110,7 +134,7 @@ def measure(
         str(source) + "-ck",
         HydrationSettings(),
     )
-    out = (empty_floor if stage == "empty applyInPandasWithState" else hydrate)(frame, spec)
+    out = STAGES[stage](frame, spec)
     query = (
         out.writeStream.format("noop")
         .outputMode("append")
@@ -141,7 +165,7 @@ def main() -> None:
     results = []
     with tempfile.TemporaryDirectory() as work:
         for keys in [int(k) for k in args.keys.split(",")]:
-            for stage in ("empty applyInPandasWithState", "hydrator engine"):
+            for stage in STAGES:
                 result = measure(
                     spark, stage, args.events, keys, args.batches, args.doc_size, Path(work)
                 )
@@ -149,7 +173,7 @@ def main() -> None:
                 print(result, file=sys.stderr, flush=True)
     print("| stage | events/batch | distinct keys | batch wall s | events/s | keys/s | ratio |")
     print("|---|---|---|---|---|---|---|")
-    floors = {r.keys: r for r in results if r.stage.startswith("empty")}
+    floors = {r.keys: r for r in results if r.stage == "empty applyInPandasWithState"}
     for r in results:
         ratio = r.events_per_s / floors[r.keys].events_per_s
         print(

@@ -1,5 +1,8 @@
 """The SparkSession the engine runs in: RocksDB state store with changelog checkpointing, the
-driver's interpreter for the Python workers, worker reuse, quiet logs."""
+driver's interpreter for the Python workers, worker reuse, quiet logs.
+
+Under `spark-submit` whatever it configured (master, the workers' Python, ...) is kept: the
+defaults here only fill what is unset. `--spark-conf` always wins."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ import os
 import sys
 from collections.abc import Mapping
 
+from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -15,9 +19,11 @@ ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateS
 def spark_session(
     app_name: str, master: str, shuffle_partitions: int, conf: Mapping[str, str] | None = None
 ) -> SparkSession:
-    # Workers must run the driver's interpreter (DESIGN §7), with the project importable.
+    # Local workers must run the driver's interpreter (DESIGN §7), with the project importable.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     defaults = {
+        "spark.master": master,
+        "spark.app.name": app_name,
         "spark.pyspark.python": sys.executable,
         "spark.python.worker.reuse": "true",
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
@@ -27,8 +33,10 @@ def spark_session(
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
     }
-    builder = SparkSession.builder.master(master).appName(app_name)
-    for name, value in {**defaults, **(conf or {})}.items():
+    submitted = SparkConf()  # what spark-submit (or spark-defaults.conf) already set
+    settings = {k: v for k, v in defaults.items() if not submitted.contains(k)}
+    builder = SparkSession.builder
+    for name, value in {**settings, **(conf or {})}.items():
         builder = builder.config(name, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")

@@ -23,7 +23,6 @@ import msgpack
 import pandas as pd
 from pyspark.sql.streaming.state import GroupState
 from pyspark.sql.types import (
-    ArrayType,
     BinaryType,
     IntegerType,
     LongType,
@@ -33,6 +32,7 @@ from pyspark.sql.types import (
 )
 
 from hydrator.core import Handoff, HydrationSettings, Hydrator, OutputRecord, RawRecord, Transition
+from hydrator.engines.spark.kafka_source import SOURCE_SCHEMA
 from state.codec import decode_state, encode_state
 from state.record import StateRecord
 
@@ -40,9 +40,6 @@ KIND_INPUT = 0
 KIND_HANDOFF = 1
 STATE_SCHEMA_VERSION = 1
 
-HEADERS_TYPE = ArrayType(
-    StructType([StructField("key", StringType()), StructField("value", BinaryType())])
-)
 # What GroupState keeps per key: the schema version, then the state codec's own versioned bytes.
 STATE_SCHEMA = StructType(
     [StructField("version", IntegerType()), StructField("record", BinaryType())]
@@ -69,7 +66,7 @@ RECORD_FIELDS = (
     StructField("partition", IntegerType()),
     StructField("key", BinaryType()),
     StructField("value", BinaryType()),
-    StructField("headers", HEADERS_TYPE),
+    SOURCE_SCHEMA["headers"],
 )
 UNPACKED_SCHEMA = StructType(
     [*RECORD_FIELDS, *(StructField(name, LongType()) for name in COUNTERS)]
