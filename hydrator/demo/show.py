@@ -1,0 +1,231 @@
+"""Raw vs enriched, side by side, for a few telling events; then the counts line."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from hydrator.core.keys import canonical_key
+from hydrator.core.records import HEADER_FILLED, HEADER_SOURCE, HEADER_UNRESOLVED
+from hydrator.demo.publish import Consumed
+from hydrator.demo.truth import payload
+from hydrator.formats.debezium import NEW_KEY_HEADER, OLD_KEY_HEADER
+
+Echo = Callable[[str], None]
+NAME_WIDTH = 16
+
+
+@dataclass(frozen=True)
+class Pair:
+    raw: Consumed
+    enriched: Consumed
+
+    @property
+    def filled(self) -> list[str]:
+        header = self.enriched.header(HEADER_FILLED)
+        return header.decode().split(",") if header else []
+
+
+@dataclass(frozen=True)
+class Counts:
+    events: int
+    filled_columns: int
+    unresolved: int
+    dead_letters: int
+
+    def line(self) -> str:
+        # tests and scripts look for this exact shape
+        return (
+            f"events {self.events} | filled columns {self.filled_columns} | "
+            f"unresolved {self.unresolved} | DLQ {self.dead_letters}"
+        )
+
+
+def pairs(raw: Sequence[Consumed], enriched: Sequence[Consumed]) -> list[Pair]:
+    by_source = {r.source: r for r in raw}
+    out = []
+    for record in enriched:
+        source = record.header(HEADER_SOURCE)
+        if source is not None and source.decode() in by_source:
+            out.append(Pair(by_source[source.decode()], record))
+    return out
+
+
+def pick(all_pairs: Sequence[Pair]) -> list[tuple[str, Pair, str]]:
+    """(title, pair, note) of the events worth showing: the update with the most placeholders,
+    a primary-key change whose new key took the old row's values, a delete with its before."""
+    shown: list[tuple[str, Pair, str]] = []
+    updates = [p for p in all_pairs if _op(p.raw) == "u" and p.filled]
+    if updates:
+        best = max(updates, key=lambda p: len(p.filled))
+        shown.append(
+            (
+                "An UPDATE that left the TOASTed columns alone",
+                best,
+                f"Debezium shipped {len(best.filled)} columns as placeholders; the hydrator filled "
+                "them from the last full row it keeps for this key, and `before` too.",
+            )
+        )
+    key_change = _key_change(all_pairs)
+    if key_change is not None:
+        create, delete = key_change
+        old_key = (create.raw.header(OLD_KEY_HEADER) or b"").decode()
+        where = ""
+        if delete is not None:
+            where = (
+                f" The DELETE of the old key is in partition {delete.raw.partition}, this CREATE "
+                f"in partition {create.raw.partition}"
+                + (
+                    ": the old row travelled through the handoff topic."
+                    if delete.raw.partition != create.raw.partition
+                    else "."
+                )
+            )
+        shown.append(
+            (
+                f"A primary-key change: UPDATE ... SET id (old key {old_key})",
+                create,
+                "Debezium ships DELETE(old key) + CREATE(new key); the CREATE's unchanged TOASTed "
+                "columns are placeholders, filled from the old key's row." + where,
+            )
+        )
+    deletes = [p for p in all_pairs if _op(p.raw) == "d" and p.raw.header(NEW_KEY_HEADER) is None]
+    if deletes:
+        shown.append(
+            (
+                "A DELETE",
+                deletes[0],
+                "Under the default replica identity `before` holds only the key; the hydrator puts "
+                "the whole last row there.",
+            )
+        )
+    return shown
+
+
+def _key_change(all_pairs: Sequence[Pair]) -> tuple[Pair, Pair | None] | None:
+    """A key change's CREATE (and its DELETE), preferring old and new key in different
+    partitions, then the most filled columns."""
+    deletes: dict[tuple[str, str], Pair] = {}
+    for p in all_pairs:
+        new_key = p.raw.header(NEW_KEY_HEADER)
+        if new_key is not None and p.raw.value is not None and p.raw.key is not None:
+            deletes[(canonical_key(p.raw.key), canonical_key(new_key))] = p
+    candidates = []
+    for p in all_pairs:
+        old_key = p.raw.header(OLD_KEY_HEADER)
+        if old_key is None or p.raw.key is None or not p.filled:
+            continue
+        delete = deletes.get((canonical_key(old_key), canonical_key(p.raw.key)))
+        apart = delete is not None and delete.raw.partition != p.raw.partition
+        candidates.append(((apart, len(p.filled)), p, delete))
+    if not candidates:
+        return None
+    _, create, delete = max(candidates, key=lambda c: c[0])
+    return create, delete
+
+
+def render(
+    title: str,
+    pair: Pair,
+    note: str,
+    echo: Echo,
+    width: int | None = None,
+) -> None:
+    width = width or min(max(shutil.get_terminal_size((140, 40)).columns, 100), 180)
+    side = (width - NAME_WIDTH - 4) // 2
+    raw, enriched = payload(pair.raw.value) or {}, payload(pair.enriched.value) or {}
+    filled = set(pair.filled)
+    echo("")
+    echo(f"== {title} ".ljust(width, "="))
+    key = canonical_key(pair.raw.key) if pair.raw.key else "null"
+    echo(f"key {_short_text(key, 60)}   raw record {pair.raw.source}")
+    for line in _wrap(note, width):
+        echo(line)
+    echo("")
+    echo(_row("", "RAW (what Debezium shipped)", "ENRICHED (what the hydrator wrote)", side))
+    echo(_row("op", str(raw.get("op")), str(enriched.get("op")), side))
+    for image in ("before", "after"):
+        had, got = raw.get(image), enriched.get(image)
+        if not isinstance(got, dict) or not isinstance(had, dict):
+            summary = f"the previous full row ({len(got)} columns)" if got else "null"
+            echo(_row(image, _short(had, side), summary, side))
+            continue
+        for column, value in got.items():
+            before = had.get(column, "-")
+            mark = ""
+            if image == "after" and column in filled:
+                mark = "  <- filled"
+            elif before != value:
+                mark = "  <- from state"
+            shown = _short(value, side - len(mark)) + mark
+            echo(_row(f"{image}.{column}", _short(before, side), shown, side))
+    added = [
+        f"{name}={(value or b'').decode()}"
+        for name, value in pair.enriched.headers
+        if name in (HEADER_FILLED, HEADER_UNRESOLVED, HEADER_SOURCE)
+    ]
+    moved = [
+        f"{name}={(value or b'').decode()}"
+        for name, value in pair.raw.headers
+        if name in (OLD_KEY_HEADER, NEW_KEY_HEADER)
+    ]
+    echo(
+        _row(
+            "headers",
+            _short_text(" ".join(moved) or "-", side),
+            _short_text("+ " + " ".join(added), side),
+            side,
+        )
+    )
+
+
+def _op(record: Consumed) -> str | None:
+    value = payload(record.value)
+    return None if value is None else value.get("op")
+
+
+def _row(name: str, left: str, right: str, side: int) -> str:
+    return f"{name[:NAME_WIDTH].ljust(NAME_WIDTH)}  {left[:side].ljust(side)}  {right[:side]}"
+
+
+def _short(value: Any, width: int) -> str:
+    """A value abbreviated to `width`: long strings and lists say how long they are."""
+    text = orjson.dumps(value).decode()
+    if len(text) <= width:
+        return text
+    if isinstance(value, str):
+        return f'"{value[: max(width - 24, 8)]}..." ({len(value)} chars)'
+    if isinstance(value, list):
+        head = orjson.dumps(value[:3]).decode()[:-1]
+        return f"{head[: max(width - 20, 8)]},...] ({len(value)} items)"
+    if isinstance(value, dict):
+        return f"{{...}} ({len(value)} keys)"
+    return _short_text(text, width)
+
+
+def _short_text(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(width - 3, 1)] + "..."
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    lines, line = [], ""
+    for word in text.split():
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}".strip()
+    return [*lines, line] if line else lines
+
+
+def counts_from(engine_counts: Mapping[str, int]) -> Counts:
+    return Counts(
+        events=engine_counts.get("records", 0),
+        filled_columns=engine_counts.get("filled_columns", 0),
+        unresolved=engine_counts.get("unresolved_columns", 0),
+        dead_letters=engine_counts.get("dead_letters", 0),
+    )

@@ -1,0 +1,50 @@
+"""`hydrator demo` as a user runs it: a subprocess that starts its own broker and exits 0."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+COUNTS = re.compile(
+    r"^events (\d+) \| filled columns (\d+) \| unresolved (\d+) \| DLQ (\d+)$", re.MULTILINE
+)
+
+
+@pytest.mark.parametrize("envelope", ["--no-schemas", "--schemas"])
+def test_demo_with_a_generated_stream(envelope: str) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hydrator.cli",
+            "demo",
+            "--source",
+            "generated",
+            "--events",
+            "400",
+            envelope,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "140"},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    match = COUNTS.search(done.stdout)
+    assert match, done.stdout
+    events, filled, unresolved, dead = map(int, match.groups())
+    assert events >= 400
+    assert filled > events  # most events carry several placeholders
+    assert (unresolved, dead) == (0, 0)
+    assert (
+        f"checked {events} enriched records against the REPLICA IDENTITY FULL truth: "
+        "all equal" in done.stdout
+    )
+    for shown in ("An UPDATE", "A primary-key change", "A DELETE", "<- filled"):
+        assert shown in done.stdout
