@@ -33,10 +33,11 @@ from hydrator.core.settings import (
     OnUnresolved,
     UnresolvedColumnsError,
 )
+from hydrator.formats import FORMAT_NAMES
 from hydrator.kafka.client_config import ClientConfigError, parse_properties
 
 ENGINES = ("spark", "embedded")
-FORMATS = ("auto", "debezium", "cassandra", "ydb", "cockroach")
+FORMATS = FORMAT_NAMES  # grows as codecs are added to hydrator/formats
 
 log = logging.getLogger("hydrator")
 
