@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from hydrator import cli
-from hydrator.config import RunConfig
+from hydrator.config import RunConfig, SparkOptions
 
 BASE = [
     "run",
@@ -106,10 +108,98 @@ def test_missing_required_option(captured: list[RunConfig]) -> None:
     assert "--bootstrap-servers" in result.output
 
 
-def test_spark_is_not_available_yet(captured: list[RunConfig]) -> None:
-    result = invoke(["run", "--engine", "spark", *BASE[3:]])
+@pytest.fixture
+def captured_spark(
+    monkeypatch: pytest.MonkeyPatch, captured: list[RunConfig]
+) -> list[tuple[RunConfig, SparkOptions]]:
+    """Stop before the Spark engine starts; keep what it would have been given."""
+    runs: list[tuple[RunConfig, SparkOptions]] = []
+
+    def fake_run(config: RunConfig, spark: SparkOptions) -> int:
+        runs.append((config, spark))
+        return 0
+
+    monkeypatch.setattr(cli, "_run_spark", fake_run)
+    for name in ("MASTER", "SPARK_CONF", "MAX_OFFSETS_PER_TRIGGER"):
+        monkeypatch.delenv(f"HYDRATOR_{name}", raising=False)
+    return runs
+
+
+SPARK = ["run", "--engine", "spark", *BASE[3:]]
+
+
+def test_spark_defaults(captured_spark: list[tuple[RunConfig, SparkOptions]]) -> None:
+    result = invoke(SPARK)
+    assert result.exit_code == 0, result.output
+    ((config, spark),) = captured_spark
+    assert config.engine == "spark"
+    assert spark == SparkOptions("local[*]", {}, None)
+
+
+def test_spark_options_reach_the_engine(
+    captured_spark: list[tuple[RunConfig, SparkOptions]],
+) -> None:
+    result = invoke(
+        [
+            *SPARK,
+            "--master",
+            "spark://head:7077",
+            "--spark-conf",
+            "spark.sql.shuffle.partitions=8",
+            "--spark-conf",
+            "spark.driver.extraJavaOptions=-Da=b -Dc=d",
+            "--max-offsets-per-trigger",
+            "50000",
+        ]
+    )
+    assert result.exit_code == 0, result.output
+    ((_, spark),) = captured_spark
+    assert spark.master == "spark://head:7077"
+    assert spark.conf == {
+        "spark.sql.shuffle.partitions": "8",
+        "spark.driver.extraJavaOptions": "-Da=b -Dc=d",
+    }
+    assert spark.max_offsets_per_trigger == 50_000
+
+
+def test_spark_options_from_env_and_config_file(
+    captured_spark: list[tuple[RunConfig, SparkOptions]], tmp_path: Path
+) -> None:
+    file = tmp_path / "hydrator.toml"
+    file.write_text('master = "local[2]"\nspark-conf = ["spark.a=1"]\n')
+    env = {"HYDRATOR_MAX_OFFSETS_PER_TRIGGER": "10"}
+    result = invoke([*SPARK, "--config", str(file)], env=env)
+    assert result.exit_code == 0, result.output
+    ((_, spark),) = captured_spark
+    assert spark == SparkOptions("local[2]", {"spark.a": "1"}, 10)
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        (["--spark-conf", "spark.sql.shuffle.partitions"], "--spark-conf"),
+        (["--spark-conf", "=8"], "--spark-conf"),
+        (["--max-offsets-per-trigger", "0"], "--max-offsets-per-trigger"),
+        (["--max-offsets-per-trigger", "many"], "--max-offsets-per-trigger"),
+    ],
+)
+def test_bad_spark_option_exits_2_naming_it(
+    captured_spark: list[tuple[RunConfig, SparkOptions]], extra: list[str], named: str
+) -> None:
+    result = invoke([*SPARK, *extra])
     assert result.exit_code == 2
-    assert "not yet available" in result.output
+    assert named in result.output
+    assert captured_spark == []
+
+
+def test_the_embedded_path_does_not_import_pyspark() -> None:
+    code = (
+        "import sys\n"
+        "import hydrator.cli, hydrator.engines.embedded.engine, hydrator.demo.runner\n"
+        "assert 'pyspark' not in sys.modules, 'pyspark imported'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
 
 
 def test_config_file_env_and_command_line_precedence(
