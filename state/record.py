@@ -36,9 +36,6 @@ class StateRecord:
     def is_waiting(self) -> bool:
         return bool(self.parked or self.handoffs)
 
-    def pending_handoff(self, old_key: str) -> Handoff | None:
-        return next((h for h in self.handoffs if h.old_key == old_key), None)
-
 
 def state_key(topic: str, key: str) -> bytes:
     """The store key: state is per input topic and canonical key."""

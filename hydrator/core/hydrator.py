@@ -88,7 +88,11 @@ class Hydrator:
             return self._stale(state, record)
         image = rules.live_image(state)
         if event.old_key is not None:
-            handoff = state.pending_handoff(event.old_key) if state is not None else None
+            handoff = (
+                rules.claim_handoff(state, event.old_key, event.position)
+                if state is not None
+                else None
+            )
             if handoff is not None:
                 image = handoff.image
                 state = _settle(replace(state, handoffs=_without(state.handoffs, handoff)), now_ms)
@@ -166,15 +170,13 @@ class Hydrator:
         """Apply a key-change handoff to the new key's state; releases parked records when it is
         the one the first of them awaits. Handoffs are matched on their old key: two key changes
         into one new key may deliver their handoffs in either order."""
-        if state is not None and state.is_parked:
-            if handoff.old_key == state.awaiting:
-                return self._release(state, handoff, now_ms, counts={"handoffs_applied": 1})
-            return Transition(_keep(state, handoff, now_ms), counts={"handoffs_pending": 1})
-        if rules.is_stale(state, handoff.pos) or (
-            state is not None and state.pos is not None and state.pos == handoff.pos
-        ):
-            # The CREATE it was meant for is already done (it needed no fill) or a redelivery.
+        if rules.is_stale(state, handoff.pos):
+            # The key is already past it: the CREATE it was meant for is done (it needed no
+            # fill), or this is a redelivery, possibly long after a later key change from the
+            # same old key, whose CREATE it must not fill.
             return Transition(state, counts={"handoffs_unneeded": 1})
+        if state is not None and state.is_parked and handoff.old_key == state.awaiting:
+            return self._release(state, handoff, now_ms, counts={"handoffs_applied": 1})
         return Transition(_keep(state, handoff, now_ms), counts={"handoffs_pending": 1})
 
     def _release(
@@ -247,10 +249,12 @@ def _settle(state: StateRecord, now_ms: int) -> StateRecord:
 
 
 def _keep(state: StateRecord | None, handoff: Handoff, now_ms: int) -> StateRecord:
-    """Add a pending handoff, replacing a redelivered one from the same old key."""
+    """Add a pending handoff, unless it is a redelivery of one already pending."""
     base = state or StateRecord()
-    kept = (*_without(base.handoffs, base.pending_handoff(handoff.old_key)), handoff)
-    return _settle(replace(base, handoffs=kept), now_ms)
+    redelivered = any(h.old_key == handoff.old_key and h.pos == handoff.pos for h in base.handoffs)
+    if redelivered:
+        return base
+    return _settle(replace(base, handoffs=(*base.handoffs, handoff)), now_ms)
 
 
 def _without(handoffs: tuple[Handoff, ...], handoff: Handoff | None) -> tuple[Handoff, ...]:

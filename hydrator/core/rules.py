@@ -1,14 +1,18 @@
-"""The hydration rules (DESIGN §3 rules 1-4, 6) as pure functions over one key's state."""
+"""The hydration rules (DESIGN §3 rules 1-4, 6, and rule 5's choice of handoff) as pure
+functions over one key's state."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hydrator.core.settings import HydrationSettings, OnUnresolved
 from hydrator.formats.base import ChangeEvent, Op, Patch, Position
 from state.record import StateRecord
+
+if TYPE_CHECKING:
+    from hydrator.core.records import Handoff
 
 Image = Mapping[str, Any]
 
@@ -23,13 +27,41 @@ class Hydration:
 
 def is_stale(state: StateRecord | None, position: Position | None) -> bool:
     """Rule 4: an event at or before the stored position is a redelivery or out of order."""
+    return state is not None and not_after(position, state.pos)
+
+
+def not_after(position: Position | None, reference: Position | None) -> bool:
+    """`position` is known to be at or before `reference` (positions of different shapes, or
+    a missing one, compare as unknown)."""
     return (
         position is not None
-        and state is not None
-        and state.pos is not None
-        and len(position) == len(state.pos)
-        and position <= state.pos
+        and reference is not None
+        and len(position) == len(reference)
+        and position <= reference
     )
+
+
+def before(position: Position | None, reference: Position | None) -> bool:
+    """`position` is known to be strictly before `reference`."""
+    return not_after(position, reference) and position != reference
+
+
+def claim_handoff(state: StateRecord, old_key: str, position: Position | None) -> Handoff | None:
+    """Rule 5: the pending handoff a CREATE at `position` from `old_key` takes. One old key can
+    hand off to the same new key more than once (and a copy can arrive late), so it is the
+    latest from that key that the key's state is not already past and that is not after the
+    CREATE; among handoffs whose positions cannot be compared, the first to arrive."""
+    chosen = None
+    for handoff in state.handoffs:
+        if (
+            handoff.old_key != old_key
+            or is_stale(state, handoff.pos)
+            or before(position, handoff.pos)
+        ):
+            continue
+        if chosen is None or before(chosen.pos, handoff.pos):
+            chosen = handoff
+    return chosen
 
 
 def live_image(state: StateRecord | None) -> Image | None:

@@ -76,7 +76,9 @@ def build_history(data: st.DataObject, model: DebeziumModel) -> None:
 def hydrate_log(
     data: st.DataObject, model: DebeziumModel, hydrator: Hydrator
 ) -> dict[int, list[dict[str, Any]]]:
-    """Drive the core like an engine would, delivering each handoff a few records late."""
+    """Drive the core like an engine would, delivering each handoff a few records late, and now
+    and then once more much later: a broker that leaves a killed transaction's records visible
+    (Tansu) delivers both the dead copy and the one the restarted engine writes again."""
     states: dict[str, Any] = {}
     in_flight: list[tuple[int, Handoff]] = []
     outputs: dict[int, list[dict[str, Any]]] = defaultdict(list)
@@ -92,6 +94,9 @@ def hydrate_log(
         for handoff in transition.handoffs:
             delay = data.draw(st.integers(0, 4), label="handoff delay")
             in_flight.append((index + delay, handoff))
+            if data.draw(st.integers(0, 4), label="handoff delivered twice") == 0:
+                again = data.draw(st.integers(0, 40), label="second copy delay")
+                in_flight.append((index + again, handoff))
 
     def deliver(up_to: int) -> None:
         for due, handoff in [item for item in in_flight if item[0] <= up_to]:

@@ -255,7 +255,7 @@ def test_handoff_arriving_first_waits_for_its_create() -> None:
     hydrator = Hydrator()
     deleted, create = key_change(hydrator)
     waiting = hydrator.receive_handoff(None, deleted.handoffs[0], 0)
-    assert waiting.state.pending_handoff('{"id":1}') is not None
+    assert [h.old_key for h in waiting.state.handoffs] == ['{"id":1}']
     out = hydrator.process(waiting.state, create, 0)
     assert after_of(out) == {"id": 2, "big": BIG, "n": 1}
     assert not out.state.is_waiting
@@ -317,16 +317,29 @@ def test_two_key_changes_into_one_key_match_handoffs_by_old_key() -> None:
         ).state
 
     def move(old: int, new: int, lsn: int, offset: int) -> tuple[Any, RawRecord]:
-        delete = record("d", None, key=old, before={"id": old, "big": None, "n": None}, lsn=lsn,
-                        headers=(("__debezium.newkey", f'{{"id":{new}}}'.encode()),))
-        create = record("c", {"id": new, "big": P, "n": old}, key=new, lsn=lsn, offset=offset,
-                        headers=(("__debezium.oldkey", f'{{"id":{old}}}'.encode()),))
+        delete = record(
+            "d",
+            None,
+            key=old,
+            before={"id": old, "big": None, "n": None},
+            lsn=lsn,
+            headers=(("__debezium.newkey", f'{{"id":{new}}}'.encode()),),
+        )
+        create = record(
+            "c",
+            {"id": new, "big": P, "n": old},
+            key=new,
+            lsn=lsn,
+            offset=offset,
+            headers=(("__debezium.oldkey", f'{{"id":{old}}}'.encode()),),
+        )
         return hydrator.process(row(old, lsn - 5), delete, 0), create
 
     first, create_from_13 = move(13, 15, 100, 1)
     second, create_from_14 = move(14, 15, 200, 3)
-    delete_15 = record("d", None, key=15, before={"id": 15, "big": None, "n": None}, lsn=150,
-                       offset=2)
+    delete_15 = record(
+        "d", None, key=15, before={"id": 15, "big": None, "n": None}, lsn=150, offset=2
+    )
     state = None
     for item in (create_from_13, delete_15, create_from_14):
         state = hydrator.process(state, item, 0).state
@@ -335,6 +348,52 @@ def test_two_key_changes_into_one_key_match_handoffs_by_old_key() -> None:
     assert early.emitted == () and early.state.is_parked
     released = hydrator.receive_handoff(early.state, first.handoffs[0], 0)
     creates = [after_of_output(o) for o in released.emitted if orjson.loads(o.value)["op"] == "c"]
-    assert creates == [{"id": 15, "big": "image of 13", "n": 13},
-                       {"id": 15, "big": "image of 14", "n": 14}]
+    assert creates == [
+        {"id": 15, "big": "image of 13", "n": 13},
+        {"id": 15, "big": "image of 14", "n": 14},
+    ]
     assert not released.state.is_waiting
+
+
+def test_one_old_key_handing_off_to_one_new_key_twice() -> None:
+    """1 -> 2, 2 deleted, 1 re-inserted, 1 -> 2 again: each CREATE takes its own handoff,
+    whatever the order, and a copy of the first arriving late (a killed transaction's, on a
+    broker that leaves it visible) fills nothing."""
+    hydrator = Hydrator()
+
+    def move(image: str, lsn: int) -> tuple[Any, RawRecord]:
+        old = run(hydrator, record("c", {"id": 1, "big": image, "n": 1}, lsn=lsn - 5)).state
+        delete = record(
+            "d", None, before={"id": 1, "big": None, "n": None}, lsn=lsn, headers=NEWKEY
+        )
+        create = record(
+            "c", {"id": 2, "big": P, "n": 1}, key=2, lsn=lsn, offset=lsn, headers=OLDKEY
+        )
+        return hydrator.process(old, delete, 0).handoffs[0], create
+
+    first, create_1 = move("first life", 100)
+    second, create_2 = move("second life", 200)
+    delete_2 = record("d", None, key=2, before={"id": 2, "big": None, "n": None}, lsn=150)
+
+    def lives(state: StateRecord | None, *steps: RawRecord | Any) -> list[str]:
+        got = []
+        for step in steps:
+            if isinstance(step, RawRecord):
+                out = hydrator.process(state, step, 0)
+            else:
+                out = hydrator.receive_handoff(state, step, 0)
+            state = out.state
+            created = [orjson.loads(o.value) for o in out.emitted]
+            got += [c["after"]["big"] for c in created if c["op"] == "c"]
+        assert state is not None and not state.is_waiting
+        return got
+
+    expected = ["first life", "second life"]
+    # both handoffs (and a late copy) pending before either CREATE
+    assert lives(None, first, second, first, create_1, delete_2, create_2) == expected
+    # the late copy reaches the parked second CREATE before its own handoff
+    assert lives(None, first, create_1, delete_2, create_2, first, second) == expected
+    # the second handoff reaches the parked first CREATE before the first
+    assert lives(None, create_1, second, first, delete_2, create_2) == expected
+    # the late copy arrives after the right handoff, before the CREATE
+    assert lives(None, first, create_1, delete_2, second, first, create_2) == expected
