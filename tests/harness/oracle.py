@@ -60,8 +60,16 @@ CREATE TABLE {table} (
 
 # Casts keep psycopg's parameter types from deciding the column type (int lists would be int8[]).
 _CASTS = {
-    "id": "integer", "small": "integer", "label": "varchar", "body": "text", "doc": "jsonb",
-    "blob": "bytea", "tags": "text[]", "nums": "integer[]", "bigs": "bigint[]", "uids": "uuid[]",
+    "id": "integer",
+    "small": "integer",
+    "label": "varchar",
+    "body": "text",
+    "doc": "jsonb",
+    "blob": "bytea",
+    "tags": "text[]",
+    "nums": "integer[]",
+    "bigs": "bigint[]",
+    "uids": "uuid[]",
     "attrs": "hstore",
 }
 
@@ -93,10 +101,14 @@ def create_twin_tables(db: PgDatabase, base: str) -> TwinTables:
             ident = sql.Identifier(table)
             conn.execute(sql.SQL(_DDL).format(table=ident))
             for column in TOAST_COLUMNS:
-                conn.execute(sql.SQL("ALTER TABLE {} ALTER COLUMN {} SET STORAGE EXTERNAL").format(
-                    ident, sql.Identifier(column)))
-        conn.execute(sql.SQL("ALTER TABLE {} REPLICA IDENTITY FULL").format(
-            sql.Identifier(twins.full)))
+                conn.execute(
+                    sql.SQL("ALTER TABLE {} ALTER COLUMN {} SET STORAGE EXTERNAL").format(
+                        ident, sql.Identifier(column)
+                    )
+                )
+        conn.execute(
+            sql.SQL("ALTER TABLE {} REPLICA IDENTITY FULL").format(sql.Identifier(twins.full))
+        )
     return twins
 
 
@@ -113,8 +125,9 @@ def _name_uuid(data: bytes) -> str:
     return str(uuid.UUID(bytes=bytes(b)))
 
 
-def placeholder_shapes(binary_mode: str = "bytes", hstore_mode: str = "json",
-                       placeholder: str = PLACEHOLDER) -> dict[str, Any]:
+def placeholder_shapes(
+    binary_mode: str = "bytes", hstore_mode: str = "json", placeholder: str = PLACEHOLDER
+) -> dict[str, Any]:
     """How Debezium's placeholder arrives in decoded JSON for each TOAST column of the twins
     (DESIGN §4), given `binary.handling.mode` and `hstore.handling.mode` (Debezium default json).
 
@@ -131,8 +144,11 @@ def placeholder_shapes(binary_mode: str = "bytes", hstore_mode: str = "json",
         "nums": list(p),
         "bigs": list(p),
         "uids": [_name_uuid(p)],
-        "attrs": ({placeholder: placeholder} if hstore_mode == "map"
-                  else json.dumps({placeholder: placeholder}, separators=(",", ":"))),
+        "attrs": (
+            {placeholder: placeholder}
+            if hstore_mode == "map"
+            else json.dumps({placeholder: placeholder}, separators=(",", ":"))
+        ),
     }
     if binary_mode not in ("bytes", "hex"):
         del shapes["blob"]
@@ -168,15 +184,16 @@ def _value(rng: random.Random, column: str, size: str) -> Any:
     if column == "doc":
         n = 12 if big else 1
         return {f"k{i}": _text(rng, 300) if big else rng.randrange(100) for i in range(n)} | {
-            "nested": {"list": [rng.randrange(1000) for _ in range(3)], "flag": rng.random() < .5}}
+            "nested": {"list": [rng.randrange(1000) for _ in range(3)], "flag": rng.random() < 0.5}
+        }
     if column == "blob":
         return rng.randbytes(rng.randrange(BIG, 2 * BIG) if big else rng.randrange(1, 100))
     if column == "tags":
         return [_text(rng, 120) for _ in range(30)] if big else [_text(rng, 5), "x y"]
     if column == "nums":
-        return [rng.randrange(-2**31, 2**31) for _ in range(900 if big else 3)]
+        return [rng.randrange(-(2**31), 2**31) for _ in range(900 if big else 3)]
     if column == "bigs":
-        return [rng.randrange(-2**63, 2**63) for _ in range(450 if big else 3)]
+        return [rng.randrange(-(2**63), 2**63) for _ in range(450 if big else 3)]
     if column == "uids":
         return [uuid.UUID(int=rng.getrandbits(128)) for _ in range(220 if big else 2)]
     if column == "attrs":
@@ -195,14 +212,18 @@ def _random_size(rng: random.Random) -> str:
 
 def random_row(rng: random.Random) -> dict[str, Any]:
     """Non-key columns; TOAST columns mostly big, sometimes small or NULL."""
-    return {c: _value(rng, c, _random_size(rng) if c in TOAST_COLUMNS else "small")
-            for c in COLUMNS if c != "id"}
+    return {
+        c: _value(rng, c, _random_size(rng) if c in TOAST_COLUMNS else "small")
+        for c in COLUMNS
+        if c != "id"
+    }
 
 
 def big_row(rng: random.Random) -> dict[str, Any]:
     """Non-key columns with every TOAST column big (stored out of line)."""
-    return {c: _value(rng, c, "big" if c in TOAST_COLUMNS else "small")
-            for c in COLUMNS if c != "id"}
+    return {
+        c: _value(rng, c, "big" if c in TOAST_COLUMNS else "small") for c in COLUMNS if c != "id"
+    }
 
 
 def small_value(rng: random.Random, column: str) -> Any:
@@ -254,8 +275,13 @@ class Workload:
 
 def insert_statement(kind: str, key: int, row: dict[str, Any]) -> Statement:
     cols = ["id", *row]
-    template = "INSERT INTO {table} (" + ", ".join(cols) + ") VALUES (" + ", ".join(
-        f"%s::{_CASTS[c]}" for c in cols) + ")"
+    template = (
+        "INSERT INTO {table} ("
+        + ", ".join(cols)
+        + ") VALUES ("
+        + ", ".join(f"%s::{_CASTS[c]}" for c in cols)
+        + ")"
+    )
     return Statement(kind, template, (key, *(_adapt(c, v) for c, v in row.items())))
 
 
@@ -266,16 +292,16 @@ def update_statement(key: int, changes: dict[str, Any], new_key: int | None = No
         sets.insert(0, "id = %s")
         params.insert(0, new_key)
     template = "UPDATE {table} SET " + ", ".join(sets) + " WHERE id = %s"
-    return Statement("pk_change" if new_key is not None else "update", template,
-                     (*params, key))
+    return Statement("pk_change" if new_key is not None else "update", template, (*params, key))
 
 
 def delete_statement(key: int) -> Statement:
     return Statement("delete", "DELETE FROM {table} WHERE id = %s", (key,))
 
 
-def generate_workload(seed: int = 7, operations: int = 200, initial_rows: int = 12,
-                      max_tx_size: int = 3) -> Workload:
+def generate_workload(
+    seed: int = 7, operations: int = 200, initial_rows: int = 12, max_tx_size: int = 3
+) -> Workload:
     """Inserts, updates of random column subsets (mostly only the small columns, so TOASTed
     ones go unchanged), deletes, re-inserts of deleted ids and primary-key changes."""
     rng = random.Random(seed)
@@ -294,8 +320,15 @@ def generate_workload(seed: int = 7, operations: int = 200, initial_rows: int = 
         stmts.append(insert_statement("insert", key, random_row(rng)))
         live.add(key)
 
-    weights = {"update_small": 40, "update_some": 20, "insert": 8, "delete": 8,
-               "reinsert": 6, "pk_change": 10, "update_same": 3}
+    weights = {
+        "update_small": 40,
+        "update_some": 20,
+        "insert": 8,
+        "delete": 8,
+        "reinsert": 6,
+        "pk_change": 10,
+        "update_same": 3,
+    }
     while len(stmts) < initial_rows + operations:
         op = rng.choices(list(weights), weights=list(weights.values()))[0]
         if op == "insert" or not live:
@@ -317,36 +350,43 @@ def generate_workload(seed: int = 7, operations: int = 200, initial_rows: int = 
         elif op == "pk_change":
             key = rng.choice(sorted(live))
             # a deleted id sometimes, so the new key's state holds a tombstone
-            new_key = (rng.choice(sorted(deleted)) if deleted and rng.random() < 0.3
-                       else fresh_id())
+            new_key = rng.choice(sorted(deleted)) if deleted and rng.random() < 0.3 else fresh_id()
             deleted.discard(new_key)
             live.discard(key)
             live.add(new_key)
             deleted.add(key)
-            changes = ({"small": _value(rng, "small", "small")} if rng.random() < 0.5 else {})
+            changes = {"small": _value(rng, "small", "small")} if rng.random() < 0.5 else {}
             stmts.append(update_statement(key, changes, new_key=new_key))
         elif op == "update_same":
             # assigning a column to itself keeps its TOAST pointer: still "unchanged"
             key = rng.choice(sorted(live))
             col = rng.choice(TOAST_COLUMNS)
-            stmts.append(Statement("update", f"UPDATE {{table}} SET {col} = {col}, "
-                                   "small = small + 1 WHERE id = %s", (key,)))
+            stmts.append(
+                Statement(
+                    "update",
+                    f"UPDATE {{table}} SET {col} = {col}, small = small + 1 WHERE id = %s",
+                    (key,),
+                )
+            )
         else:
             key = rng.choice(sorted(live))
             if op == "update_small":
                 cols = rng.sample(SMALL_COLUMNS, rng.randint(1, 2))
             else:
                 cols = rng.sample(TOAST_COLUMNS, rng.randint(1, 4)) + rng.sample(
-                    SMALL_COLUMNS, rng.randint(0, 1))
-            changes = {c: _value(rng, c, _random_size(rng) if c in TOAST_COLUMNS else "small")
-                       for c in cols}
+                    SMALL_COLUMNS, rng.randint(0, 1)
+                )
+            changes = {
+                c: _value(rng, c, _random_size(rng) if c in TOAST_COLUMNS else "small")
+                for c in cols
+            }
             stmts.append(update_statement(key, changes))
 
     workload = Workload()
     i = 0
     while i < len(stmts):
         n = rng.randint(1, max_tx_size)
-        workload.transactions.append(stmts[i:i + n])
+        workload.transactions.append(stmts[i : i + n])
         i += n
     return workload
 
@@ -391,15 +431,23 @@ class Captured:
 
     def to_json(self) -> dict[str, Any]:
         """The /work/samples JSONL shape: raw strings, headers as [name, string]."""
+
         def text(b: bytes | None) -> str | None:
             return None if b is None else b.decode("utf-8", errors="backslashreplace")
-        return {"topic": self.topic, "partition": self.partition, "offset": self.offset,
-                "key": text(self.key), "value": text(self.value),
-                "headers": [[k, text(v)] for k, v in self.headers]}
+
+        return {
+            "topic": self.topic,
+            "partition": self.partition,
+            "offset": self.offset,
+            "key": text(self.key),
+            "value": text(self.value),
+            "headers": [[k, text(v)] for k, v in self.headers],
+        }
 
 
-def consume_all(bootstrap_servers: str, topic: str, expected: int | None = None,
-                timeout_s: float = 60.0) -> list[Captured]:
+def consume_all(
+    bootstrap_servers: str, topic: str, expected: int | None = None, timeout_s: float = 60.0
+) -> list[Captured]:
     """Everything in `topic` (every partition read to its end), in (partition, offset) order.
 
     The end of a partition is where the fetch reports end-of-partition, not the ListOffsets high
@@ -407,13 +455,15 @@ def consume_all(bootstrap_servers: str, topic: str, expected: int | None = None,
     stops short of the batch's other records. With `expected`, also wait until that many records
     were read (the producer may still be landing them).
     """
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap_servers,
-        "group.id": f"oracle-{uuid.uuid4().hex[:8]}",
-        "enable.auto.commit": False,
-        "enable.partition.eof": True,
-        "fetch.message.max.bytes": 16 * 1024 * 1024,
-    })
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap_servers,
+            "group.id": f"oracle-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "fetch.message.max.bytes": 16 * 1024 * 1024,
+        }
+    )
     try:
         meta = consumer.list_topics(topic, timeout=30).topics[topic]
         if meta.error is not None:
@@ -424,8 +474,10 @@ def consume_all(bootstrap_servers: str, topic: str, expected: int | None = None,
         deadline = time.monotonic() + timeout_s
         while len(at_end) < len(meta.partitions) or (expected is not None and len(out) < expected):
             if time.monotonic() > deadline:
-                raise TimeoutError(f"{topic}: read {len(out)} records, partitions at end "
-                                   f"{sorted(at_end)} of {len(meta.partitions)} after {timeout_s}s")
+                raise TimeoutError(
+                    f"{topic}: read {len(out)} records, partitions at end "
+                    f"{sorted(at_end)} of {len(meta.partitions)} after {timeout_s}s"
+                )
             msg = consumer.poll(0.2)
             if msg is None:
                 continue
@@ -436,8 +488,17 @@ def consume_all(bootstrap_servers: str, topic: str, expected: int | None = None,
                     continue
                 raise RuntimeError(f"{topic}: {err}")
             at_end.discard(msg.partition())
-            out.append(Captured(topic, msg.partition(), msg.offset(), msg.key(), msg.value(),
-                                tuple(msg.headers() or ()), msg.timestamp()[1]))
+            out.append(
+                Captured(
+                    topic,
+                    msg.partition(),
+                    msg.offset(),
+                    msg.key(),
+                    msg.value(),
+                    tuple(msg.headers() or ()),
+                    msg.timestamp()[1],
+                )
+            )
         return sorted(out, key=lambda c: (c.partition, c.offset))
     finally:
         consumer.close()
@@ -484,8 +545,9 @@ class Event:
         return None if self.value is None else self.value.get("op")
 
 
-def events_by_key(records: Iterable[tuple[bytes | None, bytes | None, str]]
-                  ) -> dict[str, list[Event]]:
+def events_by_key(
+    records: Iterable[tuple[bytes | None, bytes | None, str]],
+) -> dict[str, list[Event]]:
     """Group (key, value, where) triples per canonical key, keeping their order."""
     grouped: dict[str, list[Event]] = defaultdict(list)
     for key, value, where in records:
@@ -508,25 +570,46 @@ class Mismatch:
         def short(v: Any) -> str:
             s = json.dumps(v, default=str)
             return s if len(s) <= 120 else s[:117] + "..."
-        return (f"key {self.key} event #{self.index} {self.field}: hydrated {short(self.hydrated)}"
-                f" [{self.hydrated_at}] vs full {short(self.expected)} [{self.expected_at}]")
+
+        return (
+            f"key {self.key} event #{self.index} {self.field}: hydrated {short(self.hydrated)}"
+            f" [{self.hydrated_at}] vs full {short(self.expected)} [{self.expected_at}]"
+        )
 
 
-def _compare_image(m: list[Mismatch], name: str, key: str, i: int, got: Any, want: Any,
-                   hydrated: Event, full: Event) -> None:
+def _compare_image(
+    m: list[Mismatch],
+    name: str,
+    key: str,
+    i: int,
+    got: Any,
+    want: Any,
+    hydrated: Event,
+    full: Event,
+) -> None:
     if got == want:
         return
     if isinstance(got, dict) and isinstance(want, dict):
         for col in sorted(set(got) | set(want)):
             if got.get(col, "<absent>") != want.get(col, "<absent>"):
-                m.append(Mismatch(key, i, f"{name}.{col}", got.get(col, "<absent>"),
-                                  want.get(col, "<absent>"), hydrated.where, full.where))
+                m.append(
+                    Mismatch(
+                        key,
+                        i,
+                        f"{name}.{col}",
+                        got.get(col, "<absent>"),
+                        want.get(col, "<absent>"),
+                        hydrated.where,
+                        full.where,
+                    )
+                )
     else:
         m.append(Mismatch(key, i, name, got, want, hydrated.where, full.where))
 
 
-def compare(hydrated: dict[str, list[Event]], full: dict[str, list[Event]],
-            check_before: bool = True) -> list[Mismatch]:
+def compare(
+    hydrated: dict[str, list[Event]], full: dict[str, list[Event]], check_before: bool = True
+) -> list[Mismatch]:
     """Pair the hydrated default-identity events with the FULL twin's, event by event per key,
     and report every difference in `op`, `after` and (with `check_before`) `before`.
 
@@ -537,19 +620,20 @@ def compare(hydrated: dict[str, list[Event]], full: dict[str, list[Event]],
     for key in sorted(set(hydrated) | set(full)):
         got, want = hydrated.get(key, []), full.get(key, [])
         if len(got) != len(want):
-            mismatches.append(Mismatch(key, -1, "count", [e.op for e in got],
-                                       [e.op for e in want]))
+            mismatches.append(Mismatch(key, -1, "count", [e.op for e in got], [e.op for e in want]))
         for i, (h, f) in enumerate(zip(got, want, strict=False)):
             if (h.value is None) != (f.value is None) or h.op != f.op:
                 mismatches.append(Mismatch(key, i, "op", h.op, f.op, h.where, f.where))
                 continue
             if h.value is None or f.value is None:
                 continue
-            _compare_image(mismatches, "after", key, i, h.value.get("after"),
-                           f.value.get("after"), h, f)
+            _compare_image(
+                mismatches, "after", key, i, h.value.get("after"), f.value.get("after"), h, f
+            )
             if check_before:
-                _compare_image(mismatches, "before", key, i, h.value.get("before"),
-                               f.value.get("before"), h, f)
+                _compare_image(
+                    mismatches, "before", key, i, h.value.get("before"), f.value.get("before"), h, f
+                )
     return mismatches
 
 
@@ -557,8 +641,9 @@ def captured_triples(records: Sequence[Captured]) -> list[tuple[bytes | None, by
     return [(r.key, r.value, f"{r.topic}:{r.partition}:{r.offset}") for r in records]
 
 
-def report(mismatches: Sequence[Mismatch], limit: int = 25,
-           describe: Callable[[Mismatch], str] = str) -> str:
+def report(
+    mismatches: Sequence[Mismatch], limit: int = 25, describe: Callable[[Mismatch], str] = str
+) -> str:
     lines = [describe(m) for m in mismatches[:limit]]
     if len(mismatches) > limit:
         lines.append(f"... and {len(mismatches) - limit} more")
@@ -581,25 +666,43 @@ class TwinCapture:
     workload: Workload
 
 
-def capture_twins(db: PgDatabase, bootstrap_servers: str, workload: Workload, base: str, *,
-                  schemas_enable: bool = False, binary_handling_mode: BinaryHandlingMode = "bytes",
-                  partitions: int = 3, extra_properties: Mapping[str, str] | None = None,
-                  ) -> TwinCapture:
+def capture_twins(
+    db: PgDatabase,
+    bootstrap_servers: str,
+    workload: Workload,
+    base: str,
+    *,
+    schemas_enable: bool = False,
+    binary_handling_mode: BinaryHandlingMode = "bytes",
+    partitions: int = 3,
+    extra_properties: Mapping[str, str] | None = None,
+) -> TwinCapture:
     """Create the twin tables `<base>_def`/`<base>_full`, stream them through a fresh Debezium
     bridge into topics `<base>.default[.schemas]`/`<base>.full[.schemas]` while the workload
     runs, and read both topics back. The slot and publication are gone when this returns."""
     return capture_twins_envelopes(
-        db, bootstrap_servers, workload, base, envelopes=(schemas_enable,),
-        binary_handling_mode=binary_handling_mode, partitions=partitions,
+        db,
+        bootstrap_servers,
+        workload,
+        base,
+        envelopes=(schemas_enable,),
+        binary_handling_mode=binary_handling_mode,
+        partitions=partitions,
         extra_properties=extra_properties,
     )[schemas_enable]
 
 
 def capture_twins_envelopes(
-        db: PgDatabase, bootstrap_servers: str, workload: Workload, base: str, *,
-        envelopes: Sequence[bool] = (True, False),
-        binary_handling_mode: BinaryHandlingMode = "bytes", partitions: int = 3,
-        extra_properties: Mapping[str, str] | None = None) -> dict[bool, TwinCapture]:
+    db: PgDatabase,
+    bootstrap_servers: str,
+    workload: Workload,
+    base: str,
+    *,
+    envelopes: Sequence[bool] = (True, False),
+    binary_handling_mode: BinaryHandlingMode = "bytes",
+    partitions: int = 3,
+    extra_properties: Mapping[str, str] | None = None,
+) -> dict[bool, TwinCapture]:
     """`capture_twins` for several `schemas.enable` settings from ONE Debezium run (the converter
     is the only difference, so the same SourceRecords are serialized once per setting)."""
     twins = create_twin_tables(db, base)
@@ -609,9 +712,13 @@ def capture_twins_envelopes(
         return f"{base}.default{suffix}", f"{base}.full{suffix}"
 
     first, *others = envelopes
-    options = BridgeOptions(tables=twins.qualified, schemas_enable=first,
-                            binary_handling_mode=binary_handling_mode, partitions=partitions,
-                            extra_properties=dict(extra_properties or {}))
+    options = BridgeOptions(
+        tables=twins.qualified,
+        schemas_enable=first,
+        binary_handling_mode=binary_handling_mode,
+        partitions=partitions,
+        extra_properties=dict(extra_properties or {}),
+    )
     debezium_topics = [options.debezium_topic(t) for t in twins.qualified]
     options.topic_map = dict(zip(debezium_topics, topics(first), strict=True))
     options.extra_outputs = [
@@ -630,7 +737,10 @@ def capture_twins_envelopes(
     for schemas in envelopes:
         default_topic, full_topic = topics(schemas)
         captures[schemas] = TwinCapture(
-            twins, options, default_topic, full_topic,
+            twins,
+            options,
+            default_topic,
+            full_topic,
             consume_all(bootstrap_servers, default_topic, expected=produced[default_topic]),
             consume_all(bootstrap_servers, full_topic, expected=produced[full_topic]),
             workload,
@@ -657,6 +767,7 @@ class CoreRun:
         def source(o: OutputRecord) -> str:
             raw = next((v for k, v in o.headers if k == HEADER_SOURCE), None)
             return raw.decode() if raw else "?"
+
         return [(o.key, o.value, source(o)) for o in self.emitted]
 
 
@@ -681,8 +792,9 @@ def hydrate_with_core(hydrator: Hydrator, records: Iterable[Captured], now_ms: i
             apply(hydrator.receive_handoff(run.states.get(target), handoff, now_ms), target)
 
     for rec in records:
-        raw = RawRecord(rec.topic, rec.partition, rec.offset, rec.key, rec.value, rec.headers,
-                        rec.timestamp_ms)
+        raw = RawRecord(
+            rec.topic, rec.partition, rec.offset, rec.key, rec.value, rec.headers, rec.timestamp_ms
+        )
         route = hydrator.route(raw)
         if isinstance(route, DeadLetter):
             run.dead.append(route)

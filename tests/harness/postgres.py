@@ -79,15 +79,19 @@ def check_server(dsn: str) -> None:
         )
 
 
-def drop_slots(conn: psycopg.Connection, database: str | None = None,
-               slot_name: str | None = None) -> None:
+def drop_slots(
+    conn: psycopg.Connection, database: str | None = None, slot_name: str | None = None
+) -> None:
     """Drop replication slots (of one database, or one by name), ending any walsender holding one.
 
     A slot stays active for a moment after the connector closes its replication connection,
     and pg_drop_replication_slot refuses an active slot: terminate the holder, retry the drop.
     """
-    where = sql.SQL("database = {}").format(database) if database else sql.SQL(
-        "slot_name = {}").format(slot_name)
+    where = (
+        sql.SQL("database = {}").format(database)
+        if database
+        else sql.SQL("slot_name = {}").format(slot_name)
+    )
     deadline = time.monotonic() + 20
     while True:
         rows = conn.execute(
@@ -134,17 +138,25 @@ def postgres_server_for_tests() -> Iterator[str]:
         if not _docker_answers():
             raise PostgresUnavailable(
                 f"{local_failure}; no Docker engine for a Postgres container either "
-                "(set HYDRATOR_TEST_PG_DSN to use another server)") from None
+                "(set HYDRATOR_TEST_PG_DSN to use another server)"
+            ) from None
     from testcontainers.postgres import PostgresContainer
 
-    container = PostgresContainer("postgres:15", username="postgres", password="postgres",
-                                  dbname="postgres", driver=None)
-    container.with_command("postgres -c wal_level=logical -c max_replication_slots=20 "
-                           "-c max_wal_senders=20")
+    container = PostgresContainer(
+        "postgres:15", username="postgres", password="postgres", dbname="postgres", driver=None
+    )
+    container.with_command(
+        "postgres -c wal_level=logical -c max_replication_slots=20 -c max_wal_senders=20"
+    )
     with container:
-        dsn = make_conninfo(host=container.get_container_host_ip(),
-                            port=str(container.get_exposed_port(5432)), user="postgres",
-                            password="postgres", dbname="postgres", connect_timeout="3")
+        dsn = make_conninfo(
+            host=container.get_container_host_ip(),
+            port=str(container.get_exposed_port(5432)),
+            user="postgres",
+            password="postgres",
+            dbname="postgres",
+            connect_timeout="3",
+        )
         check_server(dsn)
         yield dsn
 
@@ -160,5 +172,6 @@ def throwaway_database(base: str, prefix: str = "hydrator_test") -> Iterator[PgD
     finally:
         with psycopg.connect(base, autocommit=True) as admin:
             drop_slots(admin, database=name)
-            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-                sql.Identifier(name)))
+            admin.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )

@@ -55,11 +55,44 @@ RUNS = [Run("bytes", False, "json"), Run("hex", True, "map")]
 
 def test_placeholder_shapes_are_design_section_4() -> None:
     """The harness's expectations spelled out literally, as DESIGN §4 lists them."""
-    as_ints = [95, 95, 100, 101, 98, 101, 122, 105, 117, 109, 95, 117, 110, 97, 118, 97, 105,
-               108, 97, 98, 108, 101, 95, 118, 97, 108, 117, 101]
+    as_ints = [
+        95,
+        95,
+        100,
+        101,
+        98,
+        101,
+        122,
+        105,
+        117,
+        109,
+        95,
+        117,
+        110,
+        97,
+        118,
+        97,
+        105,
+        108,
+        97,
+        98,
+        108,
+        101,
+        95,
+        118,
+        97,
+        108,
+        117,
+        101,
+    ]
     assert oracle.placeholder_shapes("bytes", "json") == {
-        "body": P, "doc": P, "blob": "X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ==", "tags": [P],
-        "nums": as_ints, "bigs": as_ints, "uids": ["b68a35a7-17ad-35b3-af2a-ae46edb4545a"],
+        "body": P,
+        "doc": P,
+        "blob": "X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ==",
+        "tags": [P],
+        "nums": as_ints,
+        "bigs": as_ints,
+        "uids": ["b68a35a7-17ad-35b3-af2a-ae46edb4545a"],
         "attrs": '{"__debezium_unavailable_value":"__debezium_unavailable_value"}',
     }
     hex_map = oracle.placeholder_shapes("hex", "map")
@@ -76,8 +109,12 @@ class Scripted:
 
 
 @pytest.fixture(scope="module", params=RUNS, ids=[r.id for r in RUNS])
-def scripted(request: pytest.FixtureRequest, debezium_jvm: None, kafka_broker: Broker,
-             postgres_module: PgDatabase) -> Scripted:
+def scripted(
+    request: pytest.FixtureRequest,
+    debezium_jvm: None,
+    kafka_broker: Broker,
+    postgres_module: PgDatabase,
+) -> Scripted:
     run: Run = request.param
     rng = random.Random(11)
     row = oracle.big_row(rng)
@@ -91,9 +128,14 @@ def scripted(request: pytest.FixtureRequest, debezium_jvm: None, kafka_broker: B
     )
     base = f"bridge_{run.binary_mode}_{uuid.uuid4().hex[:6]}"
     capture = oracle.capture_twins(
-        postgres_module, kafka_broker.bootstrap_servers, workload, base,
-        schemas_enable=run.schemas_enable, binary_handling_mode=run.binary_mode,
-        partitions=PARTITIONS, extra_properties={"hstore.handling.mode": run.hstore_mode},
+        postgres_module,
+        kafka_broker.bootstrap_servers,
+        workload,
+        base,
+        schemas_enable=run.schemas_enable,
+        binary_handling_mode=run.binary_mode,
+        partitions=PARTITIONS,
+        extra_properties={"hstore.handling.mode": run.hstore_mode},
     )
     return Scripted(run, capture, row, new_body)
 
@@ -141,7 +183,8 @@ def test_per_key_event_sequences(scripted: Scripted) -> None:
 
 
 def test_default_identity_update_carries_placeholders_in_every_typed_shape(
-        scripted: Scripted) -> None:
+    scripted: Scripted,
+) -> None:
     expected = scripted.run.placeholders()
     key1 = _by_key(scripted.capture.default)[1]
     untouched = _value(key1[1])
@@ -154,7 +197,8 @@ def test_default_identity_update_carries_placeholders_in_every_typed_shape(
     assert partial["after"]["body"] == scripted.new_body
     assert partial["after"]["label"] == "changed"
     assert {c: partial["after"][c] for c in expected if c != "body"} == {
-        c: v for c, v in expected.items() if c != "body"}
+        c: v for c, v in expected.items() if c != "body"
+    }
 
 
 def test_primary_key_change_headers_and_placeholders(scripted: Scripted) -> None:
@@ -230,31 +274,39 @@ def test_envelope_and_schema(scripted: Scripted) -> None:
     assert types["nums"] == "array"
 
 
-def test_bridge_drops_its_slot_and_publication(scripted: Scripted,
-                                              postgres_module: PgDatabase) -> None:
+def test_bridge_drops_its_slot_and_publication(
+    scripted: Scripted, postgres_module: PgDatabase
+) -> None:
     with postgres_module.connect() as conn:
-        slots = conn.execute("SELECT count(*) FROM pg_replication_slots WHERE slot_name = %s",
-                             (scripted.capture.options.slot_name,)).fetchone()
-        pubs = conn.execute("SELECT count(*) FROM pg_publication WHERE pubname = %s",
-                            (scripted.capture.options.publication,)).fetchone()
+        slots = conn.execute(
+            "SELECT count(*) FROM pg_replication_slots WHERE slot_name = %s",
+            (scripted.capture.options.slot_name,),
+        ).fetchone()
+        pubs = conn.execute(
+            "SELECT count(*) FROM pg_publication WHERE pubname = %s",
+            (scripted.capture.options.publication,),
+        ).fetchone()
     assert slots == (0,)
     assert pubs == (0,)
 
 
-def test_initial_snapshot_then_streaming(debezium_jvm: None, kafka_broker: Broker,
-                                         postgres: PgDatabase, unique_name: str) -> None:
+def test_initial_snapshot_then_streaming(
+    debezium_jvm: None, kafka_broker: Broker, postgres: PgDatabase, unique_name: str
+) -> None:
     twins = oracle.create_twin_tables(postgres, "snap")
     rng = random.Random(5)
-    before = oracle.Workload.of(*(oracle.insert_statement("insert", k, oracle.big_row(rng))
-                                  for k in (1, 2)))
+    before = oracle.Workload.of(
+        *(oracle.insert_statement("insert", k, oracle.big_row(rng)) for k in (1, 2))
+    )
     oracle.run_workload(postgres, twins, before)
     table = f"public.{twins.default}"
     options = BridgeOptions(tables=[table], snapshot_mode="initial", partitions=1)
     options.topic_map = {options.debezium_topic(table): unique_name}
     with DebeziumBridge(postgres, kafka_broker.bootstrap_servers, options) as bridge:
         bridge.wait_for(2, topic=unique_name)
-        oracle.run_workload(postgres, twins, oracle.Workload.of(
-            oracle.update_statement(1, {"small": 1})))
+        oracle.run_workload(
+            postgres, twins, oracle.Workload.of(oracle.update_statement(1, {"small": 1}))
+        )
         bridge.wait_for(3, topic=unique_name)
     records = oracle.consume_all(kafka_broker.bootstrap_servers, unique_name, expected=3)
     assert _ops(records) == ["r", "r", "u"]
@@ -265,28 +317,41 @@ def test_initial_snapshot_then_streaming(debezium_jvm: None, kafka_broker: Broke
     assert oracle.placeholder_columns(_value(records[2])["after"], shapes) == list(shapes)
 
 
-def test_a_connector_that_cannot_start_says_why(debezium_jvm: None, kafka_broker: Broker,
-                                                postgres: PgDatabase) -> None:
-    options = BridgeOptions(tables=["public.absent"],
-                                   extra_properties={"database.dbname": "no_such_database"})
-    with pytest.raises(RuntimeError, match='database "no_such_database" does not exist'), \
-            DebeziumBridge(postgres, kafka_broker.bootstrap_servers, options):
+def test_a_connector_that_cannot_start_says_why(
+    debezium_jvm: None, kafka_broker: Broker, postgres: PgDatabase
+) -> None:
+    options = BridgeOptions(
+        tables=["public.absent"], extra_properties={"database.dbname": "no_such_database"}
+    )
+    with (
+        pytest.raises(RuntimeError, match='database "no_such_database" does not exist'),
+        DebeziumBridge(postgres, kafka_broker.bootstrap_servers, options),
+    ):
         pass
 
 
-def test_base64_mode_turns_an_unchanged_bytea_into_null(debezium_jvm: None, kafka_broker: Broker,
-                                                        postgres: PgDatabase) -> None:
+def test_base64_mode_turns_an_unchanged_bytea_into_null(
+    debezium_jvm: None, kafka_broker: Broker, postgres: PgDatabase
+) -> None:
     """A Debezium 3.6 fact the hydrator cannot repair: with binary.handling.mode=base64 the
     unchanged TOASTed bytea arrives as null, not as a placeholder (and the twin shows the value)."""
     row = oracle.big_row(random.Random(3))
-    workload = oracle.Workload.of(oracle.insert_statement("insert", 1, row),
-                                  oracle.update_statement(1, {"small": 3}))
-    cap = oracle.capture_twins(postgres, kafka_broker.bootstrap_servers, workload, "b64",
-                               binary_handling_mode="base64", partitions=1)
+    workload = oracle.Workload.of(
+        oracle.insert_statement("insert", 1, row), oracle.update_statement(1, {"small": 3})
+    )
+    cap = oracle.capture_twins(
+        postgres,
+        kafka_broker.bootstrap_servers,
+        workload,
+        "b64",
+        binary_handling_mode="base64",
+        partitions=1,
+    )
     encoded = base64.b64encode(row["blob"]).decode()
     assert _value(cap.default[0])["after"]["blob"] == encoded
     update = _value(cap.default[1])["after"]
     assert update["blob"] is None
     assert oracle.placeholder_columns(update, oracle.placeholder_shapes("base64")) == [
-        c for c in oracle.TOAST_COLUMNS if c != "blob"]
+        c for c in oracle.TOAST_COLUMNS if c != "blob"
+    ]
     assert _value(cap.full[1])["after"]["blob"] == encoded

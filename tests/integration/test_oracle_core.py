@@ -44,20 +44,29 @@ class Captures:
 
 
 @pytest.fixture(scope="module", params=list(BINARY_MODES))
-def runs(request: pytest.FixtureRequest, debezium_jvm: None, kafka_broker: Broker,
-         postgres_module: PgDatabase) -> tuple[oracle.BinaryHandlingMode, dict[bool, TwinCapture]]:
+def runs(
+    request: pytest.FixtureRequest,
+    debezium_jvm: None,
+    kafka_broker: Broker,
+    postgres_module: PgDatabase,
+) -> tuple[oracle.BinaryHandlingMode, dict[bool, TwinCapture]]:
     mode: oracle.BinaryHandlingMode = request.param
     workload = oracle.generate_workload(seed=BINARY_MODES[mode], operations=OPERATIONS)
     base = f"oracle_{mode}_{uuid.uuid4().hex[:6]}"
     return mode, oracle.capture_twins_envelopes(
-        postgres_module, kafka_broker.bootstrap_servers, workload, base,
-        envelopes=(True, False), binary_handling_mode=mode,
+        postgres_module,
+        kafka_broker.bootstrap_servers,
+        workload,
+        base,
+        envelopes=(True, False),
+        binary_handling_mode=mode,
     )
 
 
 @pytest.fixture(params=[True, False], ids=["schemas_true", "schemas_false"])
-def captured(request: pytest.FixtureRequest,
-             runs: tuple[oracle.BinaryHandlingMode, dict[bool, TwinCapture]]) -> Captures:
+def captured(
+    request: pytest.FixtureRequest, runs: tuple[oracle.BinaryHandlingMode, dict[bool, TwinCapture]]
+) -> Captures:
     mode, captures = runs
     return Captures(mode, request.param, captures[request.param])
 
