@@ -60,6 +60,8 @@ class Hydrator:
     def process(self, state: StateRecord | None, record: RawRecord, now_ms: int) -> Transition:
         """Apply one input record to its key's state."""
         if state is not None and state.is_parked:
+            if _already_parked(state, record):
+                return Transition(state, counts={"redelivered_parked": 1})
             return Transition(replace(state, parked=(*state.parked, record)), counts={"parked": 1})
         key = self.route(record)
         if isinstance(key, DeadLetter):
@@ -237,6 +239,18 @@ class Hydrator:
         if settings.state_ttl_ms is not None:
             deadlines.append(state.updated_at_ms + settings.state_ttl_ms)
         return min(deadlines, default=None)
+
+
+def _already_parked(state: StateRecord, record: RawRecord) -> bool:
+    """The same Kafka record again (an engine that restored state ahead of its committed input
+    offsets reads it a second time): a key's records come from one partition in offset order, so
+    the last parked one tells."""
+    last = state.parked[-1]
+    return (
+        record.offset <= last.offset
+        and record.partition == last.partition
+        and record.topic == last.topic
+    )
 
 
 def _settle(state: StateRecord, now_ms: int) -> StateRecord:

@@ -397,3 +397,17 @@ def test_one_old_key_handing_off_to_one_new_key_twice() -> None:
     assert lives(None, create_1, second, first, delete_2, create_2) == expected
     # the late copy arrives after the right handoff, before the CREATE
     assert lives(None, first, create_1, delete_2, second, first, create_2) == expected
+
+
+def test_a_record_read_again_is_not_parked_twice() -> None:
+    """An engine whose restored state is ahead of its committed input offsets (a killed
+    transaction's changelog left visible) reads records it has already parked: they must not be
+    released twice. Tombstones, which carry no position, are the ones rule 4 cannot catch."""
+    hydrator = Hydrator()
+    deleted, create = key_change(hydrator)
+    tombstone = RawRecord("raw", 2, 5, b'{"id":2}', None, ())
+    parked = run(hydrator, create, tombstone).state
+    again = run(hydrator, create, tombstone, state=parked)
+    assert again.state is parked and again.counts == {"redelivered_parked": 1}
+    released = hydrator.receive_handoff(parked, deleted.handoffs[0], 0)
+    assert [o.value is None for o in released.emitted] == [False, True]
