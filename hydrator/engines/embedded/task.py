@@ -22,6 +22,8 @@ from state.stores.rocksdb import RocksDBStore
 
 # Decoded committed states kept per task; the least recently written go first.
 CACHE_ENTRIES = 20_000
+# Canonical keys remembered per task (a pure function of the key bytes).
+ROUTE_ENTRIES = 50_000
 _ABSENT = object()
 
 
@@ -49,6 +51,7 @@ class Task:
         self.store = store
         self.dirty: dict[bytes, StateRecord | None] = {}
         self._cache: dict[bytes, object] = {}
+        self._routes: dict[bytes, str] = {}
         self._hydrator = hydrator
         self._topology = topology
         self._sink = sink
@@ -61,7 +64,7 @@ class Task:
     # -- inputs ------------------------------------------------------------------------------
 
     def process(self, record: RawRecord, now_ms: int) -> None:
-        route = self._hydrator.route(record)
+        route = self._route(record)
         if route is None or isinstance(route, DeadLetter):
             # Keyless records are hydrated statelessly; bad keys become dead letters. Neither
             # has a state to keep.
@@ -124,6 +127,21 @@ class Task:
         self.store.close()
 
     # -- internals ---------------------------------------------------------------------------
+
+    def _route(self, record: RawRecord) -> str | DeadLetter | None:
+        """`Hydrator.route`, remembered per raw key: CDC traffic keeps coming back to the same
+        rows, and re-canonicalising their key JSON every time is measurable."""
+        routes = self._routes
+        if record.key is not None:
+            known = routes.get(record.key)
+            if known is not None:
+                return known
+        route = self._hydrator.route(record)
+        if isinstance(route, str):
+            if len(routes) >= ROUTE_ENTRIES:
+                routes.clear()
+            routes[record.key] = route  # type: ignore[index]
+        return route
 
     def _receive_handoff(self, handoff: Handoff, now_ms: int) -> None:
         key = state_key(handoff.topic, handoff.new_key)

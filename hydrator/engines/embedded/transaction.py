@@ -26,6 +26,7 @@ class TransactionalWriter:
     def __init__(self, producer: Producer, topology: Topology) -> None:
         self._producer = producer
         self._topology = topology
+        self._outputs = dict(topology.outputs)
         self.in_transaction = False
         self.records = 0  # produced in the open transaction
 
@@ -43,21 +44,29 @@ class TransactionalWriter:
 
     def output(self, input_topic: str, record: OutputRecord) -> None:
         self._produce(
-            self._topology.outputs[input_topic],
+            self._outputs[input_topic],
             record.partition,
             record.key,
             record.value,
-            record.headers,
+            list(record.headers) or None,
         )
 
     def dead(self, record: OutputRecord) -> None:
         self._produce(
-            self._topology.dlq_topic, record.partition, record.key, record.value, record.headers
+            self._topology.dlq_topic,
+            record.partition,
+            record.key,
+            record.value,
+            list(record.headers) or None,
         )
 
     def handoff(self, partition: int, handoff: Handoff) -> None:
         self._produce(
-            self._topology.handoff_topic, partition, handoff.new_key.encode(), handoff.encode(), ()
+            self._topology.handoff_topic,
+            partition,
+            handoff.new_key.encode(),
+            handoff.encode(),
+            None,
         )
 
     # -- commit ------------------------------------------------------------------------------
@@ -80,13 +89,18 @@ class TransactionalWriter:
 
             def delivered(err: KafkaError | None, msg: Any) -> None:
                 if err is None:
-                    p = msg.partition()
-                    written[p] = max(written.get(p, -1), msg.offset() + 1)
+                    written[msg.partition()] = msg.offset() + 1
 
             topic = self._topology.changelog_topic
             for partition, encoded in changes.items():
-                for key, data in encoded.items():
-                    self._produce(topic, partition, key, data, (), delivered)
+                # The idempotent producer keeps a partition's records in order, so the last one
+                # carries the partition's highest offset: one delivery report per partition
+                # instead of one per record (a failure of any record fails the commit anyway).
+                records = list(encoded.items())
+                for key, data in records[:-1]:
+                    self._produce(topic, partition, key, data, None)
+                for key, data in records[-1:]:
+                    self._produce(topic, partition, key, data, None, delivered)
             self._flush()
             if offsets:
                 self._producer.send_offsets_to_transaction(offsets, group_metadata, TIMEOUT_S)
@@ -116,20 +130,16 @@ class TransactionalWriter:
         partition: int,
         key: bytes | None,
         value: bytes | None,
-        headers: Any,
+        headers: list[tuple[str, bytes | None]] | None,
         on_delivery: Any = None,
     ) -> None:
-        self.begin()
+        if not self.in_transaction:
+            self.begin()
         self.records += 1
         while True:
             try:
                 self._producer.produce(
-                    topic,
-                    value,
-                    key,
-                    partition=partition,
-                    headers=list(headers) or None,
-                    on_delivery=on_delivery,
+                    topic, value, key, partition=partition, headers=headers, on_delivery=on_delivery
                 )
                 return
             except BufferError:

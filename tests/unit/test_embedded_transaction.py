@@ -1,0 +1,102 @@
+"""The batch transaction against a recording producer: what is produced, in which order, and
+where a restore of each changelog partition resumes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from hydrator.core.records import OutputRecord
+from hydrator.engines.embedded.topology import Topology
+from hydrator.engines.embedded.transaction import TransactionalWriter, TransactionFailed
+
+
+@dataclass
+class _Msg:
+    _partition: int
+    _offset: int
+
+    def partition(self) -> int:
+        return self._partition
+
+    def offset(self) -> int:
+        return self._offset
+
+
+@dataclass
+class RecordingProducer:
+    """Assigns offsets per (topic, partition) and reports deliveries on flush, as librdkafka
+    would; `deliver` False drops the reports (a broken broker)."""
+
+    deliver: bool = True
+    calls: list[tuple[Any, ...]] = field(default_factory=list)
+    _offsets: dict[tuple[str, int], int] = field(default_factory=dict)
+    _pending: list[tuple[Any, _Msg]] = field(default_factory=list)
+
+    def begin_transaction(self) -> None:
+        self.calls.append(("begin",))
+
+    def produce(
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        partition: int,
+        headers: Any,
+        on_delivery: Any = None,
+    ) -> None:
+        offset = self._offsets.get((topic, partition), 0)
+        self._offsets[(topic, partition)] = offset + 1
+        self.calls.append(("produce", topic, partition, key, headers, on_delivery is not None))
+        if on_delivery is not None and self.deliver:
+            self._pending.append((on_delivery, _Msg(partition, offset)))
+
+    def flush(self, timeout: float) -> int:
+        self.calls.append(("flush",))
+        for callback, msg in self._pending:
+            callback(None, msg)
+        self._pending.clear()
+        return 0
+
+    def send_offsets_to_transaction(self, offsets: Any, metadata: Any, timeout: float) -> None:
+        self.calls.append(("offsets", len(offsets)))
+
+    def commit_transaction(self, timeout: float) -> None:
+        self.calls.append(("commit",))
+
+    def abort_transaction(self, timeout: float) -> None:
+        self.calls.append(("abort",))
+
+
+TOPOLOGY = Topology("app", {"in": "out"}, 2)
+
+
+def test_outputs_then_changelog_then_offsets_in_one_transaction() -> None:
+    producer = RecordingProducer()
+    writer = TransactionalWriter(producer, TOPOLOGY)  # type: ignore[arg-type]
+    writer.output("in", OutputRecord(1, b"k", b"v", (("h", b"1"),)))
+    changes = {0: {b"a": b"1", b"b": b"2", b"c": None}, 1: {b"d": b"4"}}
+    written = writer.commit(changes, [object()], None)  # type: ignore[list-item]
+
+    kinds = [call[0] for call in producer.calls]
+    assert kinds == ["begin", "produce", "flush", *["produce"] * 4, "flush", "offsets", "commit"]
+    output = producer.calls[1]
+    assert output[1:5] == ("out", 1, b"k", [("h", b"1")])
+    changelog = [c for c in producer.calls if c[0] == "produce" and c[1] == "app-state"]
+    # one delivery report per partition: on its last record, which has the highest offset
+    assert [(c[2], c[3], c[5]) for c in changelog] == [
+        (0, b"a", False),
+        (0, b"b", False),
+        (0, b"c", True),
+        (1, b"d", True),
+    ]
+    assert written == {0: 3, 1: 1}
+    assert not writer.in_transaction
+
+
+def test_a_changelog_partition_without_a_delivery_report_fails_the_batch() -> None:
+    writer = TransactionalWriter(RecordingProducer(deliver=False), TOPOLOGY)  # type: ignore[arg-type]
+    with pytest.raises(TransactionFailed, match="no delivery report"):
+        writer.commit({0: {b"a": b"1"}}, [], None)
