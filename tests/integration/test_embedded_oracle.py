@@ -114,4 +114,3 @@ def test_nothing_dead_and_handoffs_travelled(application: str, kafka_broker: Bro
     bootstrap = kafka_broker.bootstrap_servers
     assert read_topic(bootstrap, f"{application}-dlq") == []
     assert len(read_topic(bootstrap, f"{application}-handoff")) > 0
-
