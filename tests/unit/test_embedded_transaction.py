@@ -7,8 +7,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from confluent_kafka import TopicPartition
 
 from hydrator.core.records import OutputRecord
+from hydrator.engines.embedded import changelog
 from hydrator.engines.embedded.topology import Topology
 from hydrator.engines.embedded.transaction import TransactionalWriter, TransactionFailed
 
@@ -78,7 +80,8 @@ def test_outputs_then_changelog_then_offsets_in_one_transaction() -> None:
     writer = TransactionalWriter(producer, TOPOLOGY)  # type: ignore[arg-type]
     writer.output("in", OutputRecord(1, b"k", b"v", (("h", b"1"),)))
     changes = {0: {b"a": b"1", b"b": b"2", b"c": None}, 1: {b"d": b"4"}}
-    written = writer.commit(changes, [object()], None)  # type: ignore[list-item]
+    offsets = [TopicPartition("in", 0, 7), TopicPartition("app-handoff", 0, 3)]
+    written = writer.commit(changes, [*offsets, TopicPartition("in", 1, 9)], None)
 
     kinds = [call[0] for call in producer.calls]
     assert kinds == ["begin", "produce", "flush", *["produce"] * 4, "flush", "offsets", "commit"]
@@ -93,6 +96,11 @@ def test_outputs_then_changelog_then_offsets_in_one_transaction() -> None:
         (1, b"d", True),
     ]
     assert written == {0: 3, 1: 1}
+    # each changelog record names the input positions its transaction commits for its task
+    assert {c[2]: c[4] for c in changelog} == {
+        0: [("hydrator.offsets", b'{"in":7,"app-handoff":3}')],
+        1: [("hydrator.offsets", b'{"in":9}')],
+    }
     assert not writer.in_transaction
 
 
@@ -100,3 +108,14 @@ def test_a_changelog_partition_without_a_delivery_report_fails_the_batch() -> No
     writer = TransactionalWriter(RecordingProducer(deliver=False), TOPOLOGY)  # type: ignore[arg-type]
     with pytest.raises(TransactionFailed, match="no delivery report"):
         writer.commit({0: {b"a": b"1"}}, [], None)
+
+
+def test_a_changelog_record_past_the_committed_offsets_was_never_committed() -> None:
+    header = [("hydrator.offsets", b'{"in":7,"app-handoff":3}')]
+    assert not changelog.never_committed(header, {"in": 7, "app-handoff": 3})
+    assert not changelog.never_committed(header, {"in": 9, "app-handoff": 3})
+    assert changelog.never_committed(header, {"in": 6, "app-handoff": 3})
+    assert changelog.never_committed(header, {"in": 7})  # nothing committed for the handoffs
+    assert not changelog.never_committed(None, {})  # written before the header existed
+    committed = [TopicPartition("in", 0, 5), TopicPartition("in", 1, -1001)]
+    assert changelog.committed_by_partition(committed) == {0: {"in": 5}}

@@ -9,6 +9,7 @@ task.py           one partition's processor: core calls, state cache, timers
 timers.py         per-task deadline index for Hydrator.tick
 transaction.py    one Kafka transaction per batch: outputs, handoffs, DLQ, changelog, offsets
 restore.py        bring a task's RocksDB store up to its changelog partition
+changelog.py      which changelog records a dead transaction left (Tansu shows them)
 state_dir.py      the local state directory: lock, process id, store paths
 available_now.py  when `--available-now` may stop
 progress.py       the periodic progress line

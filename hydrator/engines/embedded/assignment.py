@@ -13,6 +13,7 @@ from collections import Counter, defaultdict
 from confluent_kafka import TopicPartition
 
 from hydrator.core.hydrator import Hydrator
+from hydrator.engines.embedded.changelog import committed_by_partition
 from hydrator.engines.embedded.restore import Restorer
 from hydrator.engines.embedded.state_dir import StateDirectory
 from hydrator.engines.embedded.task import Sink, Task
@@ -46,13 +47,17 @@ class Assignment:
         self._sink = sink
         self._counts = counts
 
-    def open(self, partitions: list[TopicPartition]) -> None:
+    def open(self, partitions: list[TopicPartition], committed: list[TopicPartition]) -> None:
+        """Take over `partitions`; `committed` holds the group's committed offsets of them."""
         by_number = self._check_co_partitioned(partitions)
+        offsets = committed_by_partition(committed)
         for p in sorted(set(self._suspended) - set(by_number)):
             self._suspended.pop(p).close()
         for p in sorted(by_number):
             resumed = self._suspended.pop(p, None)
-            self.tasks[p] = resumed if resumed is not None else self._new_task(p)
+            if resumed is None:
+                resumed = self._new_task(p, offsets.get(p, {}))
+            self.tasks[p] = resumed
         self.partitions += [TopicPartition(tp.topic, tp.partition) for tp in partitions]
         self.assigned_once = True
         log.info("assigned partitions %s", sorted(by_number))
@@ -73,10 +78,12 @@ class Assignment:
             task.close()
         self._suspended.clear()
 
-    def _new_task(self, p: int) -> Task:
+    def _new_task(self, p: int, committed: dict[str, int]) -> Task:
         path = self._state_dir.store_path(self._topology.changelog_topic, p)
-        store = self._restorer.open(path, p)
-        return Task(p, self._hydrator, store, self._topology, self._sink, self._counts)
+        store, repairs = self._restorer.open(path, p, committed)
+        task = Task(p, self._hydrator, store, self._topology, self._sink, self._counts)
+        task.repair(repairs)
+        return task
 
     def _release(self, partitions: list[TopicPartition]) -> list[int]:
         numbers = sorted({tp.partition for tp in partitions} & set(self.tasks))

@@ -28,6 +28,7 @@ POLL_TIMEOUT_S = 0.05
 # Past this many records a commit is due whatever the interval: bounds memory and redo work.
 MAX_UNCOMMITTED = 20_000
 AVAILABLE_NOW_CHECK_S = 0.25
+COMMITTED_TIMEOUT_S = 60.0
 
 
 def now_ms() -> int:
@@ -164,7 +165,8 @@ class StreamLoop:
     # -- rebalances --------------------------------------------------------------------------
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._assignment.open(partitions)
+        committed = consumer.committed(partitions, COMMITTED_TIMEOUT_S) if partitions else []
+        self._assignment.open(partitions, committed)
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         if self._failed:

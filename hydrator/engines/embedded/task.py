@@ -116,6 +116,12 @@ class Task:
             self._remember(key, state)
         self.dirty.clear()
 
+    def repair(self, keys: list[bytes]) -> None:
+        """Write these keys' committed states again in the next transaction: the changelog
+        holds a dead transaction's records of them (see changelog.py)."""
+        for key in keys:
+            self.dirty[key] = self.store.get(key)
+
     def rebuild_indexes(self) -> None:
         """Timers and parked keys are derived from the store: rebuilt after a restore."""
         self._deadlines.clear()

@@ -11,6 +11,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 from hydrator.core.records import Handoff, OutputRecord
+from hydrator.engines.embedded import changelog
 from hydrator.engines.embedded.topology import Topology
 
 log = logging.getLogger(__name__)
@@ -92,15 +93,18 @@ class TransactionalWriter:
                     written[msg.partition()] = msg.offset() + 1
 
             topic = self._topology.changelog_topic
+            positions = changelog.positions_by_partition(offsets)
             for partition, encoded in changes.items():
+                tag = positions.get(partition)
+                headers = [(changelog.HEADER, tag)] if tag is not None else None
                 # The idempotent producer keeps a partition's records in order, so the last one
                 # carries the partition's highest offset: one delivery report per partition
                 # instead of one per record (a failure of any record fails the commit anyway).
                 records = list(encoded.items())
                 for key, data in records[:-1]:
-                    self._produce(topic, partition, key, data, None)
+                    self._produce(topic, partition, key, data, headers)
                 for key, data in records[-1:]:
-                    self._produce(topic, partition, key, data, None, delivered)
+                    self._produce(topic, partition, key, data, headers, delivered)
             self._flush()
             if offsets:
                 self._producer.send_offsets_to_transaction(offsets, group_metadata, TIMEOUT_S)
