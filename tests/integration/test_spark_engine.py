@@ -181,3 +181,13 @@ def _wait_for_outputs(
         assert process.process.poll() is None, process.log
         time.sleep(0.2)
     raise AssertionError(f"fewer than {at_least} outputs after {timeout_s}s:\n{process.log}")
+
+
+def test_a_missing_input_topic_is_a_configuration_error(
+    kafka_broker: Broker, unique_name: str, tmp_path: Path
+) -> None:
+    missing = f"{unique_name}.absent"
+    args = spark_args(kafka_broker.bootstrap_servers, unique_name, [missing], tmp_path)
+    done = run_to_completion([*args, "--available-now"], timeout_s=120)
+    assert done.returncode == 2, done.stderr[-5000:]
+    assert f"--input-topic {missing}: the topic does not exist" in done.stderr

@@ -18,7 +18,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
 from hydrator.config import RunConfig
-from hydrator.engines.embedded.topics import output_topics
+from hydrator.engines.embedded.topics import TopologyError, output_topics
 from hydrator.engines.spark.parked import parked_summary
 from hydrator.engines.spark.query import COUNTERS, OBSERVATION, QuerySpec, writer
 from hydrator.engines.spark.session import spark_session
@@ -54,7 +54,7 @@ class SparkEngine:
         counts = partition_counts(admin, config.input_topics)
         missing = [topic for topic, count in counts.items() if count is None]
         if missing:
-            raise ValueError(f"input topic {missing[0]} does not exist (--input-topic)")
+            raise TopologyError(f"--input-topic {missing[0]}: the topic does not exist")
         partitions = max(count for count in counts.values() if count)
         outputs = output_topics(config.input_topics, config.output_topic, config.output_suffix)
         topics = Topics(outputs, f"{config.application_id}-handoff", f"{config.application_id}-dlq")
