@@ -1,7 +1,7 @@
 """The Structured Streaming query: Kafka in, route, applyInPandasWithState, Kafka out.
 
-inputs + handoff topic --route--> groupBy(group) --applyInPandasWithState--> outputs / handoff
-                                                                             / DLQ topics
+inputs + handoff topic --route (mapInArrow)--> groupBy(group) --applyInPandasWithState-->
+    --unpack (mapInArrow)--> outputs / handoff / DLQ topics
 """
 
 from __future__ import annotations
@@ -16,11 +16,9 @@ from pyspark.sql.streaming.state import GroupStateTimeout
 
 from hydrator.core import HydrationSettings
 from hydrator.engines.spark.kafka_datasource import register
-from hydrator.engines.spark.routing import group_column
+from hydrator.engines.spark.routing import routed
 from hydrator.engines.spark.stateful import (
     COUNTERS,
-    KIND_HANDOFF,
-    KIND_INPUT,
     PACKED_SCHEMA,
     STATE_SCHEMA,
     UNPACKED_SCHEMA,
@@ -62,19 +60,18 @@ def kafka_input(spark: SparkSession, spec: QuerySpec) -> DataFrame:
 
 def hydrate(records: DataFrame, spec: QuerySpec) -> DataFrame:
     """SOURCE_SCHEMA rows in, records to write (and metrics rows) out; any streaming input."""
-    kind = F.when(F.col("topic") == spec.topics.handoff, F.lit(KIND_HANDOFF)).otherwise(
-        F.lit(KIND_INPUT)
+    hydrated = (
+        routed(records, spec.settings, spec.format, spec.topics.handoff)
+        .groupBy("group")
+        .applyInPandasWithState(
+            group_function(spec.settings, spec.format, spec.topics),
+            PACKED_SCHEMA,
+            STATE_SCHEMA,
+            "Append",
+            GroupStateTimeout.ProcessingTimeTimeout,
+        )
     )
-    routed = records.withColumn("kind", kind)
-    routed = routed.withColumn("group", group_column(spec.settings, spec.format))
-    hydrated = routed.groupBy("group").applyInPandasWithState(
-        group_function(spec.settings, spec.format, spec.topics),
-        PACKED_SCHEMA,
-        STATE_SCHEMA,
-        "Append",
-        GroupStateTimeout.ProcessingTimeTimeout,
-    )
-    return hydrated.mapInPandas(unpack, UNPACKED_SCHEMA).observe(
+    return hydrated.mapInArrow(unpack, UNPACKED_SCHEMA).observe(
         OBSERVATION, *[F.coalesce(F.sum(name), F.lit(0)).alias(name) for name in COUNTERS]
     )
 

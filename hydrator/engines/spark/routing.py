@@ -1,51 +1,112 @@
-"""The group column every row is shuffled by: one group per (input topic, canonical key).
+"""The group every record is shuffled by: one group per (input topic, canonical key).
 
 Handoff records are keyed by the new key's group already. Records with no key are grouped per
 topic-partition (hydrated statelessly, in order); records whose key cannot be decoded likewise
 (they become dead letters in the group function). A handoff-topic record with no key is a tick:
 it only makes Spark run a batch, and with it the processing-time timeouts.
+
+`routed` is one `mapInArrow` pass before the shuffle: it reads the Kafka source's Arrow columns
+as plain Python lists, computes each record's group and packs the record into one binary column
+(ROUTED_SCHEMA). applyInPandasWithState pays a fixed cost per group and *column* (each group's
+slice of every column becomes a pandas Series), so the group function gets two columns instead
+of the source's seven. The headers reach Python as JSON text (`to_json`, values base64): Spark
+4.x measures the Arrow batch it sends to Python after every row, and for a list column that
+measure walks the whole batch, which made writing the source's `headers` quadratic per batch.
 """
 
 from __future__ import annotations
 
-import pandas as pd
-from pyspark.sql import Column
-from pyspark.sql.functions import pandas_udf
-from pyspark.sql.types import StringType
+import base64
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import msgpack
+import orjson
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
 from hydrator.core import HydrationSettings, RawRecord
-from hydrator.engines.spark.stateful import KIND_HANDOFF, hydrator_for
+from hydrator.engines.spark.stateful import KIND_HANDOFF, KIND_INPUT, hydrator_for
 
 KEYLESS = "\x01"
 UNDECODABLE = "\x02"
 TICK = "\x03tick"
 STATELESS_PREFIXES = (KEYLESS, UNDECODABLE, TICK)
 
+# group: the shuffle key; record: msgpack [kind, partition, offset, topic, key, value, headers,
+# timestamp] with headers a list of (name, value) pairs or None (stateful.unpack_record).
+ROUTED_SCHEMA = StructType(
+    [StructField("group", StringType()), StructField("record", BinaryType())]
+)
+_ROUTED_ARROW = pa.schema([("group", pa.string()), ("record", pa.binary())])
+_SOURCE_COLUMNS = ("topic", "partition", "offset", "key", "value", "headers", "timestamp")
 
-def group_key(settings: HydrationSettings, format: str) -> callable:
-    @pandas_udf(StringType())  # type: ignore[call-overload]
-    def route(kind: pd.Series, topic: pd.Series, partition: pd.Series, key: pd.Series) -> pd.Series:
+
+def routed(
+    records: DataFrame, settings: HydrationSettings, format: str, handoff_topic: str
+) -> DataFrame:
+    """SOURCE_SCHEMA rows (Kafka source) to ROUTED_SCHEMA rows, ready for groupBy("group")."""
+    projected = records.select(
+        *_SOURCE_COLUMNS[:5], F.to_json("headers").alias("headers"), "timestamp"
+    )
+    return projected.mapInArrow(route(settings, format, handoff_topic), ROUTED_SCHEMA)
+
+
+def _headers(text: str | None) -> list[tuple[str, bytes | None]] | None:
+    """`to_json(headers)` back to (name, value) pairs; a null value is left out of the JSON."""
+    if text is None:
+        return None
+    return [
+        (cell["key"], base64.b64decode(cell["value"]) if "value" in cell else None)
+        for cell in orjson.loads(text)
+    ]
+
+
+def group_of(hydrator: Any, topic: str, partition: int, key: bytes | None) -> str:
+    """The group of an input-topic record (not a handoff)."""
+    routed = hydrator.route(RawRecord(topic, partition, 0, key, None))
+    if isinstance(routed, str):
+        return f"{topic}\x00{routed}"
+    prefix = KEYLESS if routed is None else UNDECODABLE
+    return f"{prefix}{topic}\x00{partition}"
+
+
+def route(
+    settings: HydrationSettings, format: str, handoff_topic: str
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """`mapInArrow` function: SOURCE_SCHEMA batches (headers as JSON text) in, ROUTED_SCHEMA
+    batches out."""
+
+    def route_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         hydrator = hydrator_for(settings, format)
-        groups = []
-        for kind_, topic_, partition_, key_ in zip(
-            kind.tolist(), topic.tolist(), partition.tolist(), key.tolist(), strict=True
-        ):
-            if kind_ == KIND_HANDOFF:
-                groups.append(key_.decode() if key_ is not None else TICK)
-                continue
-            routed = hydrator.route(RawRecord(topic_, partition_, 0, key_, None))
-            if isinstance(routed, str):
-                groups.append(f"{topic_}\x00{routed}")
-            else:
-                prefix = KEYLESS if routed is None else UNDECODABLE
-                groups.append(f"{prefix}{topic_}\x00{partition_}")
-        return pd.Series(groups, dtype=object)
+        pack = msgpack.Packer(use_bin_type=True).pack
+        for batch in batches:
+            columns = [batch.column(name).to_pylist() for name in _SOURCE_COLUMNS]
+            groups: list[str] = []
+            records: list[bytes] = []
+            known: dict[tuple[str, bytes], str] = {}  # keys repeat within a batch
+            for topic, partition, offset, key, value, headers, timestamp in zip(
+                *columns, strict=True
+            ):
+                if topic == handoff_topic:
+                    kind = KIND_HANDOFF
+                    group = key.decode() if key is not None else TICK
+                else:
+                    kind = KIND_INPUT
+                    group = known.get((topic, key)) if key is not None else None
+                    if group is None:
+                        group = group_of(hydrator, topic, partition, key)
+                        if key is not None and group[0] not in "\x01\x02":
+                            known[(topic, key)] = group
+                groups.append(group)
+                records.append(
+                    pack((kind, partition, offset, topic, key, value, _headers(headers), timestamp))
+                )
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(groups, pa.string()), pa.array(records, pa.binary())],
+                schema=_ROUTED_ARROW,
+            )
 
-    return route
-
-
-def group_column(settings: HydrationSettings, format: str) -> Column:
-    from pyspark.sql import functions as F
-
-    route = group_key(settings, format)
-    return route(F.col("kind"), F.col("topic"), F.col("partition"), F.col("key"))
+    return route_batches

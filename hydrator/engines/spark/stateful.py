@@ -1,13 +1,13 @@
 """The per-key step of the Spark engine: `applyInPandasWithState` around the pure core.
 
-Rows reach a group already routed (see routing.py) and sorted out here by (kind, partition,
-offset); the function decodes the group's StateRecord, feeds every row to the Hydrator, and
-returns the records to write plus one metrics row. No rule lives here: this is plumbing between
-Spark's GroupState and `Hydrator.process / receive_handoff / tick`.
+Rows reach a group already routed and packed (routing.py: one binary column per record) and are
+sorted here by (kind, partition, offset); the function decodes the group's StateRecord, feeds
+every record to the Hydrator, and returns the records to write plus its counters. No rule lives
+here: this is plumbing between Spark's GroupState and `Hydrator.process / receive_handoff / tick`.
 
-Spark's cost is per group, so the group's output is one packed binary column (building a
-many-column pandas frame per group cost more than hydrating); `unpack` expands it once per
-batch partition. Input columns become plain lists once and the loop is plain Python.
+Spark's cost is per group and per column, so a group's output is packed into as few binary cells
+as its size allows (usually one: every record to write and the counters); `unpack` expands them
+into the Kafka sink's columns once per Arrow batch, with `mapInArrow` and no pandas.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Any
 
 import msgpack
 import pandas as pd
+import pyarrow as pa
 from pyspark.sql.streaming.state import GroupState
 from pyspark.sql.types import (
     BinaryType,
@@ -31,7 +32,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from hydrator.core import Handoff, HydrationSettings, Hydrator, OutputRecord, RawRecord, Transition
+from hydrator.core import Handoff, HydrationSettings, Hydrator, RawRecord, Transition
 from hydrator.engines.spark.kafka_source import SOURCE_SCHEMA
 from state.codec import decode_state, encode_state
 from state.record import StateRecord
@@ -44,8 +45,14 @@ STATE_SCHEMA_VERSION = 1
 STATE_SCHEMA = StructType(
     [StructField("version", IntegerType()), StructField("record", BinaryType())]
 )
-# Per group call: packed records to write, then at most one packed metrics map.
+# Per group call, one or more cells: msgpack [records to write, counters map or None], each
+# record (topic, partition, key, value, headers). A cell holds at most CHUNK_RECORDS records or
+# about CHUNK_BYTES, so Spark's output Arrow batches (arrow.maxRecordsPerBatch cells) stay bounded.
 PACKED_SCHEMA = StructType([StructField("packed", BinaryType())])
+CHUNK_RECORDS = 256
+CHUNK_BYTES = 256 * 1024
+# `unpack` yields Arrow batches of at most this many records.
+UNPACK_BATCH_RECORDS = 10_000
 # What `unpack` expands them into: Kafka sink columns, or counters on a metrics row.
 COUNTERS = (
     "events",
@@ -70,6 +77,17 @@ RECORD_FIELDS = (
 )
 UNPACKED_SCHEMA = StructType(
     [*RECORD_FIELDS, *(StructField(name, LongType()) for name in COUNTERS)]
+)
+_HEADERS_ARROW = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+_UNPACKED_ARROW = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("headers", _HEADERS_ARROW),
+        *((name, pa.int64()) for name in COUNTERS),
+    ]
 )
 
 
@@ -99,12 +117,27 @@ def group_function(
         now_ms = int(time.time() * 1000)
         if state.hasTimedOut:
             step.apply(hydrator.tick(step.state, now_ms) if step.state else Transition(None), 0)
+        records: list[bytes] = []
         for frame in frames:
-            step.feed(frame, now_ms)
+            if len(frame):
+                records += frame["record"].tolist()
+        step.feed(records, now_ms)
         _store(state, step.final_state(), hydrator, now_ms)
-        yield step.result()
+        packed = step.result()
+        if packed:
+            yield pd.DataFrame({"packed": packed})
 
     return hydrate_group
+
+
+def unpack_record(packed: bytes) -> tuple[Any, ...]:
+    """A routed record (routing.ROUTED_SCHEMA): kind, partition, offset, topic, key, value,
+    headers, timestamp."""
+    return msgpack.unpackb(packed, raw=False, use_list=False)
+
+
+def _order(row: tuple[Any, ...]) -> tuple[int, int, int]:
+    return row[0], row[1], row[2]
 
 
 class _GroupStep:
@@ -121,102 +154,126 @@ class _GroupStep:
         self.output_topic = topics.outputs.get(input_topic)
         self.state = state
         self.was_parked = state is not None and state.is_parked
-        self.packed: list[bytes] = []
+        self.out: list[tuple[Any, ...]] = []
         self.counts: Counter[str] = Counter()
 
-    def feed(self, frame: pd.DataFrame, now_ms: int) -> None:
-        rows = sorted(
-            zip(
-                frame["kind"].tolist(),
-                frame["partition"].tolist(),
-                frame["offset"].tolist(),
-                frame["topic"].tolist(),
-                frame["key"].tolist(),
-                frame["value"].tolist(),
-                frame["headers"].tolist(),
-                frame["timestamp"].tolist(),
-                strict=True,
-            ),
-            key=lambda row: (row[0], row[1], row[2]),
-        )
-        for kind, partition, offset, topic, key, value, headers, timestamp in rows:
+    def feed(self, packed: list[bytes], now_ms: int) -> None:
+        """The group's routed records, in (kind, partition, offset) order: inputs, then the
+        handoffs for this key (a CREATE parked by an input meets its handoff in the same call)."""
+        hydrator = self.hydrator
+        for kind, partition, offset, topic, key, value, headers, timestamp in sorted(
+            map(unpack_record, packed), key=_order
+        ):
             if kind == KIND_HANDOFF:
                 if key is None:
                     continue  # a tick: it only made this batch run
                 handoff = Handoff.decode(value)
-                self.apply(self.hydrator.receive_handoff(self.state, handoff, now_ms), partition)
+                self.apply(hydrator.receive_handoff(self.state, handoff, now_ms), partition)
                 continue
-            record = RawRecord(topic, partition, offset, key, value, _headers(headers), timestamp)
+            record = RawRecord(topic, partition, offset, key, value, headers or (), timestamp)
             # only a stateless group can hold an undecodable key; others were routed by it
-            routed = self.hydrator.route(record) if self.stateless else None
+            routed = hydrator.route(record) if self.stateless else None
             if routed is not None and not isinstance(routed, str):
                 self.apply(Transition(None, dead=(routed,), counts={"dead_letters": 1}), partition)
                 continue
-            self.apply(self.hydrator.process(self.state, record, now_ms), partition)
+            self.apply(hydrator.process(self.state, record, now_ms), partition)
 
     def apply(self, transition: Transition, partition: int) -> None:
         self.state = None if self.stateless else transition.state
-        self.counts.update(transition.counts)
-        for out in transition.emitted:
-            self._append(self.output_topic, out)
-        for dead in transition.dead:
-            self._append(self.topics.dlq, dead.to_output())
-        for handoff in transition.handoffs:
-            self._append(
-                self.topics.handoff,
-                OutputRecord(
-                    partition,
-                    f"{handoff.topic}\x00{handoff.new_key}".encode(),
-                    handoff.encode(),
-                    (),
-                ),
+        if transition.counts:
+            self.counts.update(transition.counts)
+        out = self.out
+        for record in transition.emitted:
+            out.append(
+                (self.output_topic, record.partition, record.key, record.value, record.headers)
             )
-
-    def _append(self, topic: str | None, out: OutputRecord) -> None:
-        self.packed.append(_pack([topic, out.partition, out.key, out.value, out.headers]))
+        for dead in transition.dead:
+            record = dead.to_output()
+            out.append(
+                (self.topics.dlq, record.partition, record.key, record.value, record.headers)
+            )
+        for handoff in transition.handoffs:
+            key = f"{handoff.topic}\x00{handoff.new_key}".encode()
+            out.append((self.topics.handoff, partition, key, handoff.encode(), ()))
 
     def final_state(self) -> StateRecord | None:
         return None if self.stateless else self.state
 
-    def result(self) -> pd.DataFrame:
+    def result(self) -> list[bytes]:
+        """The group's records to write and its counters, packed into few binary cells (see
+        PACKED_SCHEMA): one per group unless its output is large."""
         is_parked = self.state is not None and self.state.is_parked
         self.counts["parked_keys"] += int(is_parked) - int(self.was_parked)
-        metrics = {name: count for name, count in self.counts.items() if count}
-        if metrics:
-            self.packed.append(_pack(metrics))
-        return pd.DataFrame({"packed": self.packed})
+        metrics = {name: count for name, count in self.counts.items() if count} or None
+        if not self.out and metrics is None:
+            return []
+        chunks: list[bytes] = []
+        start = size = 0
+        for index, (_, _, key, value, _) in enumerate(self.out):
+            size += len(value or b"") + len(key or b"") + 64
+            if size >= CHUNK_BYTES or index - start + 1 >= CHUNK_RECORDS:
+                chunks.append(_pack((self.out[start : index + 1], None)))
+                start, size = index + 1, 0
+        if start < len(self.out) or metrics is not None or not chunks:
+            chunks.append(_pack((self.out[start:], metrics)))
+        return chunks
 
 
 _pack = msgpack.Packer(use_bin_type=True).pack
 
 
-def unpack(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-    """`mapInPandas` over the group outputs: records to sink columns, metrics to counters."""
-    for frame in frames:
-        columns: dict[str, list[Any]] = {field.name: [] for field in UNPACKED_SCHEMA.fields}
-        for packed in frame["packed"].tolist():
-            item = msgpack.unpackb(packed, raw=False)
-            if isinstance(item, dict):
-                for name in ("topic", "partition", "key", "value", "headers"):
-                    columns[name].append(None)
-                for name in COUNTERS:
-                    columns[name].append(item.get(name, 0))
-                continue
-            topic, partition, key, value, headers = item
-            columns["topic"].append(topic)
-            columns["partition"].append(partition)
-            columns["key"].append(key)
-            columns["value"].append(value)
-            columns["headers"].append([{"key": k, "value": v} for k, v in headers])
-            for name in COUNTERS:
-                columns[name].append(None)
-        yield pd.DataFrame(columns)
+def unpack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """`mapInArrow` over the group outputs: records to sink columns (Arrow arrays built from plain
+    lists, no pandas), the counters summed into one metrics row per input batch."""
+    for batch in batches:
+        topics: list[str] = []
+        partitions: list[int] = []
+        keys: list[bytes | None] = []
+        values: list[bytes | None] = []
+        headers: list[Any] = []
+        metrics: Counter[str] = Counter()
+        for packed in batch.column(0).to_pylist():
+            records, counts = msgpack.unpackb(packed, raw=False, use_list=False)
+            for topic, partition, key, value, cells in records:
+                topics.append(topic)
+                partitions.append(partition)
+                keys.append(key)
+                values.append(value)
+                headers.append(cells)
+            if counts:
+                metrics.update(counts)
+            if len(topics) >= UNPACK_BATCH_RECORDS:
+                yield _records_batch(topics, partitions, keys, values, headers)
+                topics, partitions, keys, values, headers = [], [], [], [], []
+        if topics:
+            yield _records_batch(topics, partitions, keys, values, headers)
+        if metrics:
+            yield _metrics_batch(metrics)
 
 
-def _headers(cells: Any) -> tuple[tuple[str, bytes | None], ...]:
-    if cells is None:
-        return ()
-    return tuple((cell["key"], cell["value"]) for cell in cells)
+def _records_batch(
+    topics: list[str],
+    partitions: list[int],
+    keys: list[bytes | None],
+    values: list[bytes | None],
+    headers: list[Any],
+) -> pa.RecordBatch:
+    n = len(topics)
+    columns = [
+        pa.array(topics, pa.string()),
+        pa.array(partitions, pa.int32()),
+        pa.array(keys, pa.binary()),
+        pa.array(values, pa.binary()),
+        pa.array(headers, _HEADERS_ARROW),
+    ]
+    columns += [pa.nulls(n, pa.int64())] * len(COUNTERS)
+    return pa.RecordBatch.from_arrays(columns, schema=_UNPACKED_ARROW)
+
+
+def _metrics_batch(metrics: Mapping[str, int]) -> pa.RecordBatch:
+    columns = [pa.nulls(1, field.type) for field in _UNPACKED_ARROW][: len(RECORD_FIELDS)]
+    columns += [pa.array([metrics.get(name, 0)], pa.int64()) for name in COUNTERS]
+    return pa.RecordBatch.from_arrays(columns, schema=_UNPACKED_ARROW)
 
 
 def _load(state: GroupState) -> StateRecord | None:

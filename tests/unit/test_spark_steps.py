@@ -1,0 +1,153 @@
+"""The Spark engine's Python steps without Spark: routing (mapInArrow), the group function
+(applyInPandasWithState, with a stand-in GroupState) and unpacking (mapInArrow)."""
+
+from __future__ import annotations
+
+import base64
+from collections import defaultdict
+from typing import Any
+
+import orjson
+import pandas as pd
+import pyarrow as pa
+
+from hydrator.core import HydrationSettings
+from hydrator.core.records import HEADER_FILLED, HEADER_SOURCE
+from hydrator.engines.spark import stateful
+from hydrator.engines.spark.routing import KEYLESS, TICK, UNDECODABLE, route
+from hydrator.engines.spark.stateful import Topics, group_function, unpack
+
+TOPIC = "db.public.items"
+TOPICS = Topics({TOPIC: "out"}, "app-handoff", "app-dlq")
+PLACEHOLDER = "__debezium_unavailable_value"
+
+
+class FakeState:
+    """The part of pyspark's GroupState the group function uses."""
+
+    def __init__(self) -> None:
+        self.value: tuple[Any, ...] | None = None
+        self.hasTimedOut = False
+        self.timeout_ms: int | None = None
+
+    @property
+    def exists(self) -> bool:
+        return self.value is not None
+
+    @property
+    def get(self) -> tuple[Any, ...]:
+        assert self.value is not None
+        return self.value
+
+    def update(self, value: tuple[Any, ...]) -> None:
+        self.value = value
+
+    def remove(self) -> None:
+        self.value = None
+
+    def setTimeoutDuration(self, ms: int) -> None:
+        self.timeout_ms = ms
+
+
+def event(key: int, lsn: int, doc: str) -> bytes:
+    after = {"id": key, "n": lsn, "doc": doc}
+    source = {"connector": "postgresql", "lsn": lsn, "sequence": f'["{lsn - 1}","{lsn}"]'}
+    op = "u" if doc == PLACEHOLDER else "c"
+    return orjson.dumps({"before": None, "after": after, "source": source, "op": op, "ts_ms": 0})
+
+
+def headers_json(headers: list[tuple[str, bytes | None]] | None) -> str | None:
+    """What Spark's `to_json(headers)` gives: base64 values, a null value left out."""
+    if headers is None:
+        return None
+    cells = []
+    for name, value in headers:
+        cell: dict[str, str] = {"key": name}
+        if value is not None:
+            cell["value"] = base64.b64encode(value).decode()
+        cells.append(cell)
+    return orjson.dumps(cells).decode()
+
+
+def source_batch(rows: list[tuple[Any, ...]]) -> pa.RecordBatch:
+    names = ["topic", "partition", "offset", "key", "value", "headers", "timestamp"]
+    columns = list(zip(*rows, strict=True))
+    types = [pa.string(), pa.int32(), pa.int64(), pa.binary(), pa.binary(), pa.string()]
+    arrays = [pa.array([*c], t) for c, t in zip(columns, types, strict=False)]
+    arrays.append(pa.array([*columns[6]], pa.int64()))
+    return pa.RecordBatch.from_arrays(arrays, names=names)
+
+
+def run(rows: list[tuple[Any, ...]], states: dict[str, FakeState]) -> list[dict[str, Any]]:
+    """Route, group (in one call per group, as Spark would) and unpack one micro-batch."""
+    settings = HydrationSettings()
+    (routed,) = route(settings, "auto", TOPICS.handoff)(iter([source_batch(rows)]))
+    groups: dict[str, list[bytes]] = defaultdict(list)
+    for group, record in zip(*(c.to_pylist() for c in routed.columns), strict=True):
+        groups[group].append(record)
+    hydrate = group_function(settings, "auto", TOPICS)
+    packed: list[bytes] = []
+    for group, records in groups.items():
+        frame = pd.DataFrame({"group": [group] * len(records), "record": records})
+        state = states.setdefault(group, FakeState())
+        for out in hydrate((group,), iter([frame]), state):
+            packed += out["packed"].tolist()
+    batch = pa.RecordBatch.from_arrays([pa.array(packed, pa.binary())], names=["packed"])
+    out = []
+    for result in unpack(iter([batch])):
+        assert result.schema.names == stateful.UNPACKED_SCHEMA.names
+        out += result.to_pylist()
+    return out
+
+
+def test_records_are_hydrated_with_their_headers_and_counted() -> None:
+    states: dict[str, FakeState] = {}
+    doc = "d" * 3000
+    first = [(TOPIC, 1, 10, b'{"id": 7}', event(7, 100, doc), None, 5)]
+    run(first, states)
+    (group,) = states
+    assert group == f'{TOPIC}\x00{{"id":7}}' and states[group].exists
+
+    headers = [("trace", b"\x00\xff"), ("empty", None)]
+    update = (TOPIC, 1, 11, b'{"id":7}', event(7, 101, PLACEHOLDER), headers_json(headers), 6)
+    rows = run([update], states)
+    records = [r for r in rows if r["topic"] is not None]
+    (metrics,) = [r for r in rows if r["topic"] is None]
+    (record,) = records
+    assert record["topic"] == "out" and record["partition"] == 1
+    assert record["key"] == b'{"id":7}'
+    assert orjson.loads(record["value"])["after"]["doc"] == doc
+    cells = [(cell["key"], cell["value"]) for cell in record["headers"]]
+    assert cells[:2] == headers
+    assert (HEADER_FILLED, b"doc") in cells and (HEADER_SOURCE, f"{TOPIC}:1:11".encode()) in cells
+    assert metrics["events"] == 1 and metrics["filled_columns"] == 1
+
+
+def test_keyless_undecodable_and_tick_records_keep_no_state() -> None:
+    states: dict[str, FakeState] = {}
+    rows = [
+        (TOPIC, 2, 1, None, event(1, 10, "x"), None, 0),
+        (TOPIC, 2, 2, b"\xff{", event(2, 11, "y"), None, 0),
+        (TOPICS.handoff, 0, 5, None, None, None, 0),
+    ]
+    out = run(rows, states)
+    assert set(states) == {f"{KEYLESS}{TOPIC}\x002", f"{UNDECODABLE}{TOPIC}\x002", TICK}
+    assert not any(state.exists for state in states.values())
+    by_topic = {r["topic"]: r for r in out if r["topic"] is not None}
+    assert set(by_topic) == {"out", "app-dlq"}
+    assert by_topic["app-dlq"]["value"] == event(2, 11, "y")
+    assert sum(r["dead_letters"] or 0 for r in out) == 1
+
+
+def test_a_large_group_output_is_split_into_several_cells_in_offset_order() -> None:
+    n = stateful.CHUNK_RECORDS * 2 + 3
+    rows = [(TOPIC, 0, i, b'{"id":1}', event(1, 100 + i, "v"), None, 0) for i in range(n)]
+    settings = HydrationSettings()
+    (routed,) = route(settings, "auto", TOPICS.handoff)(iter([source_batch(rows)]))
+    frame = routed.to_pandas().sample(frac=1, random_state=1)  # any order
+    group = frame["group"].iloc[0]
+    (out,) = group_function(settings, "auto", TOPICS)((group,), iter([frame]), FakeState())
+    assert len(out) == 3
+    batch = pa.RecordBatch.from_arrays([pa.array(out["packed"].tolist())], names=["packed"])
+    records = [r for b in unpack(iter([batch])) for r in b.to_pylist() if r["topic"]]
+    assert [orjson.loads(r["value"])["after"]["n"] for r in records] == list(range(100, 100 + n))
