@@ -2,15 +2,20 @@
 
 Micro-batches of N Debezium update events over K distinct keys (TOAST column shipped as the
 placeholder, so every event is filled from state) go through (a) `applyInPandasWithState` with an
-empty function grouped by the record key — Spark's own per-group floor — and (b) the engine's
-`hydrate` stage (routing UDF + the real group function + state). Input is one parquet file per
+empty function grouped by the record key — Spark's own per-group floor, which emits nothing —
+(b) the same with a function that returns its input rows unchanged in the sink's columns — the
+floor for a stage that must emit every event — and (c) the engine's `hydrate` stage (routing,
+the real group function, state, unpacking to the sink's columns). Input is one parquet file per
 micro-batch in the Kafka source's schema; output the `noop` sink; RocksDB state; local[2].
-A first batch inserts every key (and starts the Python workers) and is not counted.
+A first batch inserts every key (and starts the Python workers) and is not counted; before the
+measured runs every stage runs once on a small input (JIT and worker warm-up, not counted).
 
 Run (from the repository root):
 
     python bench/spark_engine.py                          # K = 1k and 50k, N = 50k
     python bench/spark_engine.py --events 20000 --keys 1000 --batches 2 --json out.json
+    python bench/spark_engine.py --keys 1000 --batches 1 --breakdown   # the engine pass by pass
+    python bench/spark_engine.py --spark-conf spark.sql.execution.arrow.maxBytesPerBatch=2147483647
 """
 
 from __future__ import annotations
@@ -31,12 +36,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
+from pyspark.sql.types import StructType
 
 from hydrator.core import HydrationSettings
 from hydrator.engines.spark.kafka_source import SOURCE_SCHEMA
 from hydrator.engines.spark.query import QuerySpec, hydrate
+from hydrator.engines.spark.routing import routed
 from hydrator.engines.spark.session import spark_session
-from hydrator.engines.spark.stateful import Topics
+from hydrator.engines.spark.stateful import PACKED_SCHEMA, STATE_SCHEMA, Topics, group_function
 
 TOPIC = "bench.public.items"
 PLACEHOLDER = "__debezium_unavailable_value"
@@ -80,6 +87,22 @@ def empty_floor(frame: DataFrame, _spec: QuerySpec) -> DataFrame:
     )
 
 
+def passthrough_floor(frame: DataFrame, _spec: QuerySpec) -> DataFrame:
+    """A function that emits every input row unchanged, in the sink's columns."""
+    columns = ["topic", "partition", "key", "value", "headers"]
+
+    def same(
+        key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: GroupState
+    ) -> Iterator[pd.DataFrame]:
+        for rows in frames:
+            yield rows[columns]
+
+    schema = StructType([SOURCE_SCHEMA[name] for name in columns])
+    return frame.groupBy("key").applyInPandasWithState(
+        same, schema, "n long", "Append", GroupStateTimeout.NoTimeout
+    )
+
+
 def stateful_floor(frame: DataFrame, _spec: QuerySpec) -> DataFrame:
     """The empty function that also keeps a row-sized blob per key, as hydration must."""
     blob = b"s" * 2200
@@ -97,8 +120,56 @@ def stateful_floor(frame: DataFrame, _spec: QuerySpec) -> DataFrame:
     )
 
 
+def engine_routing(frame: DataFrame, spec: QuerySpec) -> DataFrame:
+    """The engine's first pass alone: routing and packing (mapInArrow), no shuffle."""
+    return routed(frame, spec.settings, spec.format, spec.topics.handoff)
+
+
+def engine_plumbing(frame: DataFrame, spec: QuerySpec) -> DataFrame:
+    """Routing, the shuffle and an empty function on the engine's two packed columns."""
+
+    def nothing(
+        key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: GroupState
+    ) -> Iterator[pd.DataFrame]:
+        for _ in frames:
+            pass
+        yield from ()
+
+    return (
+        engine_routing(frame, spec)
+        .groupBy("group")
+        .applyInPandasWithState(
+            nothing, PACKED_SCHEMA, "n long", "Append", GroupStateTimeout.NoTimeout
+        )
+    )
+
+
+def engine_without_unpacking(frame: DataFrame, spec: QuerySpec) -> DataFrame:
+    """The engine up to the group function's packed output (no unpacking pass)."""
+    return (
+        engine_routing(frame, spec)
+        .groupBy("group")
+        .applyInPandasWithState(
+            group_function(spec.settings, spec.format, spec.topics),
+            PACKED_SCHEMA,
+            STATE_SCHEMA,
+            "Append",
+            GroupStateTimeout.ProcessingTimeTimeout,
+        )
+    )
+
+
+# --breakdown: where the engine's time goes, pass by pass.
+BREAKDOWN = {
+    "engine: routing only": engine_routing,
+    "engine: routing + shuffle + empty function": engine_plumbing,
+    "engine without the unpacking pass": engine_without_unpacking,
+}
+EMPTY = "empty applyInPandasWithState"
+PASSTHROUGH = "passthrough applyInPandasWithState"
 STAGES = {
-    "empty applyInPandasWithState": empty_floor,
+    EMPTY: empty_floor,
+    PASSTHROUGH: passthrough_floor,
     "empty + 2 KB state per key": stateful_floor,
     "hydrator engine": hydrate,
 }
@@ -159,11 +230,22 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=2)
     parser.add_argument("--doc-size", type=int, default=2000)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--no-warmup", action="store_true")
+    parser.add_argument("--breakdown", action="store_true", help="also time the engine's passes")
+    parser.add_argument(
+        "--spark-conf", action="append", default=[], metavar="K=V", help="for every stage"
+    )
     args = parser.parse_args()
-    spark = spark_session("spark-engine-bench", "local[2]", 4)
+    if args.breakdown:
+        STAGES.update(BREAKDOWN)
+    conf = dict(item.split("=", 1) for item in args.spark_conf)
+    spark = spark_session("spark-engine-bench", "local[2]", 4, conf)
     spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")
     results = []
     with tempfile.TemporaryDirectory() as work:
+        if not args.no_warmup:
+            for stage in STAGES:
+                measure(spark, stage, 5000, 500, 1, args.doc_size, Path(work))
         for keys in [int(k) for k in args.keys.split(",")]:
             for stage in STAGES:
                 result = measure(
@@ -171,14 +253,18 @@ def main() -> None:
                 )
                 results.append(result)
                 print(result, file=sys.stderr, flush=True)
-    print("| stage | events/batch | distinct keys | batch wall s | events/s | keys/s | ratio |")
-    print("|---|---|---|---|---|---|---|")
-    floors = {r.keys: r for r in results if r.stage == "empty applyInPandasWithState"}
+    print(
+        "| stage | events/batch | distinct keys | batch wall s | events/s | keys/s "
+        "| ratio to empty floor | ratio to passthrough floor |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    empty = {r.keys: r.events_per_s for r in results if r.stage == EMPTY}
+    passthrough = {r.keys: r.events_per_s for r in results if r.stage == PASSTHROUGH}
     for r in results:
-        ratio = r.events_per_s / floors[r.keys].events_per_s
         print(
             f"| {r.stage} | {r.events} | {r.keys} | {r.wall_s} | {r.events_per_s} | "
-            f"{r.keys_per_s} | {ratio:.2f} |"
+            f"{r.keys_per_s} | {r.events_per_s / empty[r.keys]:.2f} | "
+            f"{r.events_per_s / passthrough[r.keys]:.2f} |"
         )
     if args.json:
         args.json.write_text(json.dumps([asdict(r) for r in results], indent=2))
