@@ -98,7 +98,7 @@ def route(
                     group = known.get((topic, key)) if key is not None else None
                     if group is None:
                         group = group_of(hydrator, topic, partition, key)
-                        if key is not None and group[0] not in "\x01\x02":
+                        if key is not None and not group.startswith((KEYLESS, UNDECODABLE)):
                             known[(topic, key)] = group
                 groups.append(group)
                 records.append(
