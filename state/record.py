@@ -28,6 +28,26 @@ class StateRecord:
     awaiting: str | None = None
     waiting_since_ms: int | None = None
 
+    def with_row(
+        self,
+        image: dict[str, Any] | None,
+        pos: tuple[int, ...] | None,
+        deleted: bool,
+        updated_at_ms: int,
+    ) -> StateRecord:
+        """This record with a new row (rule 3), the key-change fields kept. Every event takes
+        this path, where `dataclasses.replace` cost more than the rule itself."""
+        return StateRecord(
+            image=image,
+            pos=pos,
+            deleted=deleted,
+            updated_at_ms=updated_at_ms,
+            handoffs=self.handoffs,
+            parked=self.parked,
+            awaiting=self.awaiting,
+            waiting_since_ms=self.waiting_since_ms,
+        )
+
     @property
     def is_parked(self) -> bool:
         return bool(self.parked)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from typing import Any
 
 import orjson
@@ -39,5 +40,15 @@ def canonical(document: Any) -> str:
     return orjson.dumps(document, option=orjson.OPT_SORT_KEYS).decode()
 
 
+CACHED_KEY_BYTES = 512
+
+
 def canonical_key(raw: bytes) -> str:
+    if len(raw) > CACHED_KEY_BYTES:
+        return canonical(key_document(raw))
+    return _canonical_short_key(bytes(raw))
+
+
+@lru_cache(maxsize=4096)  # an engine routes a record, then the core reads its key again
+def _canonical_short_key(raw: bytes) -> str:
     return canonical(key_document(raw))

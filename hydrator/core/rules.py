@@ -4,7 +4,7 @@ functions over one key's state."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hydrator.core.settings import HydrationSettings, OnUnresolved
@@ -137,12 +137,12 @@ def _next_state(
     base = state or StateRecord()
     pos = event.position if event.position is not None else base.pos
     if event.op is Op.DELETE:
-        return replace(base, image=None, pos=pos, deleted=True, updated_at_ms=now_ms)
+        return base.with_row(None, pos, deleted=True, updated_at_ms=now_ms)
     assert event.after is not None
     new_image = {**event.after, **patch.after}
     for column in unresolved:
         new_image.pop(column, None)
-    return replace(base, image=new_image, pos=pos, deleted=False, updated_at_ms=now_ms)
+    return base.with_row(new_image, pos, deleted=False, updated_at_ms=now_ms)
 
 
 def handoff_image(state: StateRecord | None, event: ChangeEvent) -> Image | None:

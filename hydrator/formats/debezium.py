@@ -123,7 +123,7 @@ class DebeziumCodec:
             after=after,
             missing_before=self._missing(before, image_fields(schema, "before")),
             missing_after=self._missing(after, image_fields(schema, "after")),
-            key_columns=_key_columns(record.key),
+            key_columns=_key_columns(record.key) if before else frozenset(),
             position=position(payload.get("source")),
             old_key=old_key,
             new_key=new_key,

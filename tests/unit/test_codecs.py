@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
 import orjson
 import pytest
 from hypothesis import given
@@ -127,23 +130,32 @@ handoffs = st.builds(
 )
 
 
-@given(
-    st.builds(
-        StateRecord,
-        images,
-        positions,
-        st.booleans(),
-        st.integers(0, 2**62),
-        st.lists(handoffs, max_size=2).map(tuple),
-        st.lists(raw_records, max_size=3).map(tuple),
-        st.none() | st.text(),
-        st.none() | st.integers(0, 2**62),
-    )
+state_records = st.builds(
+    StateRecord,
+    images,
+    positions,
+    st.booleans(),
+    st.integers(0, 2**62),
+    st.lists(handoffs, max_size=2).map(tuple),
+    st.lists(raw_records, max_size=3).map(tuple),
+    st.none() | st.text(),
+    st.none() | st.integers(0, 2**62),
 )
+
+
+@given(state_records)
 def test_state_record_round_trips(record: StateRecord) -> None:
     data = encode_state(record)
     assert data[0] == FORMAT_V1
     assert decode_state(data) == record
+
+
+@given(state_records, images, positions, st.booleans(), st.integers(0, 2**62))
+def test_a_new_row_keeps_every_other_field(
+    record: StateRecord, image: Any, pos: Any, deleted: bool, now_ms: int
+) -> None:
+    expected = replace(record, image=image, pos=pos, deleted=deleted, updated_at_ms=now_ms)
+    assert record.with_row(image, pos, deleted, now_ms) == expected
 
 
 @pytest.mark.parametrize("data", [b"", b"\x09abc", b"\x01\xc1"])
