@@ -76,8 +76,9 @@ class Codec(Protocol):
         """Whether a parsed value looks like this format (for `--format auto`)."""
         ...
 
-    def decode(self, record: RawRecord, key: str | None) -> ChangeEvent | Passthrough:
-        """Decode a record whose canonical key is `key`; raises BadInput with a clear reason."""
+    def decode(self, record: RawRecord) -> ChangeEvent | Passthrough:
+        """Decode a record; raises BadInput (InvalidKey for an undecodable record key) with a clear
+        reason."""
         ...
 
     def encode(self, event: ChangeEvent, patch: Patch) -> bytes:
