@@ -97,9 +97,11 @@ def hydrate(
     unresolved = fill(event.missing_after, image, patch.after)
     if event.op in (Op.UPDATE, Op.DELETE):
         unresolved += _fill_before(event, image, settings, patch)
-    filled = tuple(dict.fromkeys([*patch.after, *patch.before]))
-    unresolved_columns = tuple(dict.fromkeys(unresolved))
-    if settings.on_unresolved is OnUnresolved.NULL:
+    filled = (
+        tuple(dict.fromkeys([*patch.after, *patch.before])) if patch.before else (*patch.after,)
+    )
+    unresolved_columns = tuple(dict.fromkeys(unresolved)) if unresolved else ()
+    if unresolved_columns and settings.on_unresolved is OnUnresolved.NULL:
         for column in unresolved_columns:
             if column in event.missing_after:
                 patch.after[column] = None

@@ -115,8 +115,11 @@ class DebeziumCodec:
             raise BadInput(f"op {raw_op!r} without an 'after' image")
         if op is Op.DELETE and before is None and after is not None:
             raise BadInput("op 'd' with an 'after' image")
-        old_key = self._header_key(record, OLD_KEY_HEADER)
-        new_key = self._header_key(record, NEW_KEY_HEADER)
+        if record.headers:
+            old_key = self._header_key(record, OLD_KEY_HEADER)
+            new_key = self._header_key(record, NEW_KEY_HEADER)
+        else:
+            old_key = new_key = None
         return ChangeEvent(
             op=op,
             before=before,
@@ -157,8 +160,7 @@ class DebeziumCodec:
         if not image:
             return ()
         if fields is None:
-            matches = self.forms.matches_shape
-            return tuple(c for c, v in image.items() if v is not None and matches(v))
+            return self.forms.shaped_columns(image)
         exact = self.forms.matches_schema
         return tuple(
             c

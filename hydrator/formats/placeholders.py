@@ -52,6 +52,20 @@ class PlaceholderForms:
             return value == self.hstore_map
         return False
 
+    def shaped_columns(self, image: Mapping[str, Any]) -> tuple[str, ...]:
+        """The columns of `image` whose value is any spelling of P. Strings are the common
+        case and are tested inline: this runs for every column of every schemaless event."""
+        strings, matches = self._strings, self.matches_shape
+        return tuple(
+            column
+            for column, value in image.items()
+            if (
+                value in strings
+                if type(value) is str
+                else type(value) in (list, dict) and matches(value)
+            )
+        )
+
     def matches_schema(self, value: Any, field: Mapping[str, Any]) -> bool:
         """Exact detection from a Kafka Connect field schema."""
         kind = field.get("type")

@@ -155,7 +155,7 @@ class _GroupStep:
         self.state = state
         self.was_parked = state is not None and state.is_parked
         self.out: list[tuple[Any, ...]] = []
-        self.counts: Counter[str] = Counter()
+        self.counts: dict[str, int] = {}
 
     def feed(self, packed: list[bytes], now_ms: int) -> None:
         """The group's routed records, in (kind, partition, offset) order: inputs, then the
@@ -180,8 +180,9 @@ class _GroupStep:
 
     def apply(self, transition: Transition, partition: int) -> None:
         self.state = None if self.stateless else transition.state
-        if transition.counts:
-            self.counts.update(transition.counts)
+        counts = self.counts
+        for name, count in transition.counts.items():
+            counts[name] = counts.get(name, 0) + count
         out = self.out
         for record in transition.emitted:
             out.append(
@@ -203,7 +204,9 @@ class _GroupStep:
         """The group's records to write and its counters, packed into few binary cells (see
         PACKED_SCHEMA): one per group unless its output is large."""
         is_parked = self.state is not None and self.state.is_parked
-        self.counts["parked_keys"] += int(is_parked) - int(self.was_parked)
+        parked_keys = int(is_parked) - int(self.was_parked)
+        if parked_keys:
+            self.counts["parked_keys"] = self.counts.get("parked_keys", 0) + parked_keys
         metrics = {name: count for name, count in self.counts.items() if count} or None
         if not self.out and metrics is None:
             return []
