@@ -5,10 +5,12 @@ placeholder, so every event is filled from state) go through (a) `applyInPandasW
 empty function grouped by the record key — Spark's own per-group floor, which emits nothing —
 (b) the same with a function that returns its input rows unchanged in the sink's columns — the
 floor for a stage that must emit every event — and (c) the engine's `hydrate` stage (routing,
-the real group function, state, unpacking to the sink's columns). Input is one parquet file per
-micro-batch in the Kafka source's schema; output the `noop` sink; RocksDB state; local[2].
-A first batch inserts every key (and starts the Python workers) and is not counted; before the
-measured runs every stage runs once on a small input (JIT and worker warm-up, not counted).
+the real group function, state; its output is the packed `records` cells the Kafka sink reads).
+Input is one parquet file per micro-batch in the Kafka source's schema; output the `noop` sink
+for every stage, so none pays the Kafka sink's per-record work (`--breakdown` times the sink's
+reading of either layout); RocksDB state; local[2]. A first batch inserts every key (and starts
+the Python workers) and is not counted; before the measured runs every stage runs once on a
+small input (JIT and worker warm-up, not counted).
 
 Run (from the repository root):
 
@@ -25,6 +27,7 @@ import json
 import statistics
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -39,14 +42,16 @@ from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 from pyspark.sql.types import StructType
 
 from hydrator.core import HydrationSettings
+from hydrator.engines.spark.kafka_sink import KafkaStreamWriter, pack_records
 from hydrator.engines.spark.kafka_source import SOURCE_SCHEMA
 from hydrator.engines.spark.query import QuerySpec, hydrate
 from hydrator.engines.spark.routing import routed
 from hydrator.engines.spark.session import spark_session
-from hydrator.engines.spark.stateful import PACKED_SCHEMA, STATE_SCHEMA, Topics, group_function
+from hydrator.engines.spark.stateful import OUTPUT_SCHEMA, STATE_SCHEMA, Topics, group_function
 
 TOPIC = "bench.public.items"
 PLACEHOLDER = "__debezium_unavailable_value"
+HEADERS_ARROW = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 
 
 def event(key: int, lsn: int, doc: str | None) -> bytes:
@@ -65,9 +70,7 @@ def write_batch(directory: Path, index: int, keys: list[int], lsn0: int, doc: st
             "offset": pa.array(range(lsn0, lsn0 + n), pa.int64()),
             "key": [orjson.dumps({"id": k}) for k in keys],
             "value": [event(k, lsn0 + i, doc) for i, k in enumerate(keys)],
-            "headers": pa.array(
-                [None] * n, pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
-            ),
+            "headers": pa.array([None] * n, HEADERS_ARROW),
             "timestamp": pa.array([0] * n, pa.int64()),
         }
     )
@@ -139,22 +142,28 @@ def engine_plumbing(frame: DataFrame, spec: QuerySpec) -> DataFrame:
         engine_routing(frame, spec)
         .groupBy("group")
         .applyInPandasWithState(
-            nothing, PACKED_SCHEMA, "n long", "Append", GroupStateTimeout.NoTimeout
+            nothing, OUTPUT_SCHEMA, "n long", "Append", GroupStateTimeout.NoTimeout
         )
     )
 
 
-def engine_without_unpacking(frame: DataFrame, spec: QuerySpec) -> DataFrame:
-    """The engine up to the group function's packed output (no unpacking pass)."""
+def engine_output_discarded(frame: DataFrame, spec: QuerySpec) -> DataFrame:
+    """The whole engine, but the group function's output rows are dropped in Python: what
+    handing the hydrated records back to Spark costs is the difference to the engine."""
+    hydrate_group = group_function(spec.settings, spec.format, spec.topics)
+
+    def discard(
+        key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: GroupState
+    ) -> Iterator[pd.DataFrame]:
+        for _ in hydrate_group(key, frames, state):
+            pass
+        yield from ()
+
     return (
         engine_routing(frame, spec)
         .groupBy("group")
         .applyInPandasWithState(
-            group_function(spec.settings, spec.format, spec.topics),
-            PACKED_SCHEMA,
-            STATE_SCHEMA,
-            "Append",
-            GroupStateTimeout.ProcessingTimeTimeout,
+            discard, OUTPUT_SCHEMA, STATE_SCHEMA, "Append", GroupStateTimeout.ProcessingTimeTimeout
         )
     )
 
@@ -163,7 +172,7 @@ def engine_without_unpacking(frame: DataFrame, spec: QuerySpec) -> DataFrame:
 BREAKDOWN = {
     "engine: routing only": engine_routing,
     "engine: routing + shuffle + empty function": engine_plumbing,
-    "engine without the unpacking pass": engine_without_unpacking,
+    "engine, group output discarded": engine_output_discarded,
 }
 EMPTY = "empty applyInPandasWithState"
 PASSTHROUGH = "passthrough applyInPandasWithState"
@@ -223,6 +232,46 @@ def measure(
     return Result(stage, events, keys, round(wall, 2), round(events / wall), round(keys / wall))
 
 
+def sink_read_us(records: int, per_cell: int, doc_size: int) -> dict[str, float]:
+    """µs per record for the Kafka sink to read what it produces from either layout: the
+    columns (topic, partition, key, value, headers) or packed `records` cells of `per_cell`."""
+    rows = [
+        (
+            "out",
+            n % 4,
+            orjson.dumps({"id": n}),
+            event(n, n + 2, "d" * doc_size),
+            (("hydrator.filled", b"doc"), ("hydrator.source", f"{TOPIC}:{n % 4}:{n}".encode())),
+        )
+        for n in range(records)
+    ]
+    names = ["topic", "partition", "key", "value", "headers"]
+    columns = pa.RecordBatch.from_arrays(
+        [
+            pa.array([r[0] for r in rows], pa.string()),
+            pa.array([r[1] for r in rows], pa.int32()),
+            pa.array([r[2] for r in rows], pa.binary()),
+            pa.array([r[3] for r in rows], pa.binary()),
+            pa.array([[{"key": k, "value": v} for k, v in r[4]] for r in rows], HEADERS_ARROW),
+        ],
+        names=names,
+    )
+    cells = [pack_records(rows[i : i + per_cell]) for i in range(0, records, per_cell)]
+    packed = pa.RecordBatch.from_arrays([pa.array(cells, pa.binary())], names=["records"])
+    schema = StructType([SOURCE_SCHEMA[name] for name in names])
+    writer = KafkaStreamWriter({"kafka.bootstrap.servers": "unused:9092"}, schema)
+    timings = {}
+    for layout, read in (
+        ("columns", lambda: writer._column_rows(columns)),
+        ("packed", lambda: KafkaStreamWriter._packed_rows(packed)),
+    ):
+        start = time.perf_counter()
+        for _ in read():
+            pass
+        timings[layout] = round((time.perf_counter() - start) / records * 1e6, 2)
+    return timings
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=50_000)
@@ -266,6 +315,11 @@ def main() -> None:
             f"{r.keys_per_s} | {r.events_per_s / empty[r.keys]:.2f} | "
             f"{r.events_per_s / passthrough[r.keys]:.2f} |"
         )
+    if args.breakdown:
+        for keys in [int(k) for k in args.keys.split(",")]:
+            per_cell = max(1, args.events // keys)
+            timings = sink_read_us(args.events, per_cell, args.doc_size)
+            print(f"Kafka sink reading, µs/record ({per_cell} records per packed cell): {timings}")
     if args.json:
         args.json.write_text(json.dumps([asdict(r) for r in results], indent=2))
 

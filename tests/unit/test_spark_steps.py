@@ -1,5 +1,6 @@
 """The Spark engine's Python steps without Spark: routing (mapInArrow), the group function
-(applyInPandasWithState, with a stand-in GroupState) and unpacking (mapInArrow)."""
+(applyInPandasWithState, with a stand-in GroupState) and its packed output as the Kafka sink
+reads it."""
 
 from __future__ import annotations
 
@@ -10,12 +11,16 @@ from typing import Any
 import orjson
 import pandas as pd
 import pyarrow as pa
+import pytest
+from pyspark.sql.types import BinaryType, StructField, StructType
 
 from hydrator.core import HydrationSettings
 from hydrator.core.records import HEADER_FILLED, HEADER_SOURCE
 from hydrator.engines.spark import stateful
+from hydrator.engines.spark.kafka_options import KafkaOptionError
+from hydrator.engines.spark.kafka_sink import KafkaStreamWriter, pack_records, unpack_records
 from hydrator.engines.spark.routing import KEYLESS, TICK, UNDECODABLE, route
-from hydrator.engines.spark.stateful import Topics, group_function, unpack
+from hydrator.engines.spark.stateful import COUNTERS, OUTPUT_SCHEMA, Topics, group_function
 
 TOPIC = "db.public.items"
 TOPICS = Topics({TOPIC: "out"}, "app-handoff", "app-dlq")
@@ -78,26 +83,56 @@ def source_batch(rows: list[tuple[Any, ...]]) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, names=names)
 
 
+def output_rows(frames: list[pd.DataFrame]) -> list[dict[str, Any]]:
+    """The group function's output rows, records as the Kafka sink produces them (its own
+    reader) and counters by name: {"topic", "partition", "key", "value", "headers"} or
+    {"counts": {...}}."""
+    rows: list[dict[str, Any]] = []
+    for frame in frames:
+        assert list(frame.columns) == OUTPUT_SCHEMA.names
+        batch = pa.RecordBatch.from_pandas(frame[["records"]], preserve_index=False)
+        for topic, value, key, partition, headers, _ in KafkaStreamWriter._packed_rows(batch):
+            rows.append(
+                {
+                    "topic": topic,
+                    "partition": partition,
+                    "key": key,
+                    "value": value,
+                    "headers": headers or [],
+                }
+            )
+        for counts in frame["counts"]:
+            if counts is not None:
+                rows.append({"counts": dict(zip(COUNTERS, counts, strict=True))})
+    return rows
+
+
 def run(rows: list[tuple[Any, ...]], states: dict[str, FakeState]) -> list[dict[str, Any]]:
-    """Route, group (in one call per group, as Spark would) and unpack one micro-batch."""
+    """Route and group (in one call per group, as Spark would) one micro-batch."""
     settings = HydrationSettings()
     (routed,) = route(settings, "auto", TOPICS.handoff)(iter([source_batch(rows)]))
     groups: dict[str, list[bytes]] = defaultdict(list)
     for group, record in zip(*(c.to_pylist() for c in routed.columns), strict=True):
         groups[group].append(record)
     hydrate = group_function(settings, "auto", TOPICS)
-    packed: list[bytes] = []
+    frames: list[pd.DataFrame] = []
     for group, records in groups.items():
         frame = pd.DataFrame({"group": [group] * len(records), "record": records})
         state = states.setdefault(group, FakeState())
-        for out in hydrate((group,), iter([frame]), state):
-            packed += out["packed"].tolist()
-    batch = pa.RecordBatch.from_arrays([pa.array(packed, pa.binary())], names=["packed"])
-    out = []
-    for result in unpack(iter([batch])):
-        assert result.schema.names == stateful.UNPACKED_SCHEMA.names
-        out += result.to_pylist()
-    return out
+        frames += hydrate((group,), iter([frame]), state)
+    return output_rows(frames)
+
+
+def records_of(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [row for row in rows if "counts" not in row]
+
+
+def counts_of(rows: list[dict[str, Any]]) -> dict[str, int]:
+    total: dict[str, int] = defaultdict(int)
+    for row in rows:
+        for name, count in row.get("counts", {}).items():
+            total[name] += count
+    return total
 
 
 def test_records_are_hydrated_with_their_headers_and_counted() -> None:
@@ -111,14 +146,13 @@ def test_records_are_hydrated_with_their_headers_and_counted() -> None:
     headers = [("trace", b"\x00\xff"), ("empty", None)]
     update = (TOPIC, 1, 11, b'{"id":7}', event(7, 101, PLACEHOLDER), headers_json(headers), 6)
     rows = run([update], states)
-    records = [r for r in rows if r["topic"] is not None]
-    (metrics,) = [r for r in rows if r["topic"] is None]
-    (record,) = records
+    (record,) = records_of(rows)
     assert record["topic"] == "out" and record["partition"] == 1
     assert record["key"] == b'{"id":7}'
     assert orjson.loads(record["value"])["after"]["doc"] == doc
-    cells = [(cell["key"], cell["value"]) for cell in record["headers"]]
+    cells = record["headers"]
     assert cells[:2] == headers
+    metrics = counts_of(rows)
     assert (HEADER_FILLED, b"doc") in cells and (HEADER_SOURCE, f"{TOPIC}:1:11".encode()) in cells
     assert metrics["events"] == 1 and metrics["filled_columns"] == 1
 
@@ -133,10 +167,10 @@ def test_keyless_undecodable_and_tick_records_keep_no_state() -> None:
     out = run(rows, states)
     assert set(states) == {f"{KEYLESS}{TOPIC}\x002", f"{UNDECODABLE}{TOPIC}\x002", TICK}
     assert not any(state.exists for state in states.values())
-    by_topic = {r["topic"]: r for r in out if r["topic"] is not None}
+    by_topic = {r["topic"]: r for r in records_of(out)}
     assert set(by_topic) == {"out", "app-dlq"}
     assert by_topic["app-dlq"]["value"] == event(2, 11, "y")
-    assert sum(r["dead_letters"] or 0 for r in out) == 1
+    assert counts_of(out)["dead_letters"] == 1
 
 
 def test_a_large_group_output_is_split_into_several_cells_in_offset_order() -> None:
@@ -148,6 +182,35 @@ def test_a_large_group_output_is_split_into_several_cells_in_offset_order() -> N
     group = frame["group"].iloc[0]
     (out,) = group_function(settings, "auto", TOPICS)((group,), iter([frame]), FakeState())
     assert len(out) == 3
-    batch = pa.RecordBatch.from_arrays([pa.array(out["packed"].tolist())], names=["packed"])
-    records = [r for b in unpack(iter([batch])) for r in b.to_pylist() if r["topic"]]
+    assert [c is not None for c in out["counts"]] == [False, False, True]  # on the last row
+    rows = output_rows([out])
+    records = records_of(rows)
     assert [orjson.loads(r["value"])["after"]["n"] for r in records] == list(range(100, 100 + n))
+    assert counts_of(rows)["events"] == n
+
+
+def test_packed_records_round_trip_through_the_sink_reader() -> None:
+    records = [
+        ("out", 3, b"k", b"v", (("h", b"1"), ("empty", None))),
+        (None, None, None, None, None),
+    ]
+    cell = pack_records(records)
+    assert list(unpack_records(cell)) == records
+    batch = pa.RecordBatch.from_arrays([pa.array([cell, None], pa.binary())], names=["records"])
+    produced = list(KafkaStreamWriter._packed_rows(batch))
+    assert produced == [
+        ("out", b"v", b"k", 3, [("h", b"1"), ("empty", None)], None),
+        (None, None, None, None, None, None),
+    ]
+
+
+def test_the_sink_needs_no_other_column_beside_packed_records() -> None:
+    KafkaStreamWriter(
+        {"kafka.bootstrap.servers": "b:9092"},
+        StructType([StructField("records", BinaryType())]),
+    )
+    with pytest.raises(KafkaOptionError, match="'value' column"):
+        KafkaStreamWriter(
+            {"kafka.bootstrap.servers": "b:9092"},
+            StructType([StructField("packed", BinaryType())]),
+        )

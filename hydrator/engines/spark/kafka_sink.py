@@ -8,6 +8,11 @@ Columns of the written DataFrame, by name:
              partitioner). The hydrator writes each output to its input's partition number.
   topic      string, optional: per-row topic; the `topic` option is the default
 
+or, instead of all of those, one column
+  records    binary: many records per row, msgpack-packed by `pack_records`. A stage that
+             emits few large groups of records (the Spark engine) hands them over packed, so no
+             pass of its own turns them into columns; a null row is skipped.
+
 Options: `kafka.*` go to the producer (SASL/SSL, compression, ...); `topic`; `flushTimeoutMs`
 (default 120000).
 
@@ -20,9 +25,11 @@ the checkpoint. A retried batch may write records again (DESIGN §5: consumers d
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+import msgpack
 import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException, Producer
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
@@ -39,6 +46,23 @@ from pyspark.sql.types import (
 from hydrator.engines.spark.kafka_options import KafkaOptionError, client_config, int_option
 
 _BYTES_LIKE = (BinaryType, StringType)
+
+Headers = Sequence[tuple[str, bytes | None]]
+# topic, partition, key, value, headers: one record of a `records` cell
+PackedRecord = tuple[str | None, int | None, bytes | None, bytes | None, Headers | None]
+# topic, value, key, partition, headers, timestamp: what the sink produces per record
+_Row = tuple[str | None, Any, Any, int | None, Any, int | None]
+
+_pack = msgpack.Packer(use_bin_type=True).pack
+
+
+def pack_records(records: Iterable[PackedRecord]) -> bytes:
+    """One `records` cell."""
+    return _pack(list(records))
+
+
+def unpack_records(cell: bytes) -> tuple[PackedRecord, ...]:
+    return msgpack.unpackb(cell, raw=False, use_list=False)
 
 
 @dataclass
@@ -82,6 +106,9 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
         self._config = client_config(options)
         self._default_topic = (options.get("topic") or "").strip() or None
         self._flush_timeout_s = (int_option(options, "flushTimeoutMs", 120_000) or 120_000) / 1000
+        self._packed = _check_column(schema, "records", (BinaryType,))
+        if self._packed:
+            return  # every record names its topic (or takes the option's)
         if not _check_column(schema, "value", _BYTES_LIKE):
             raise KafkaOptionError("the Kafka sink needs a 'value' column (binary or string)")
         self._has_key = _check_column(schema, "key", _BYTES_LIKE)
@@ -115,25 +142,16 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
         return KafkaCommitMessage(records=written)
 
     def _produce_batch(self, producer: Producer, batch: pa.RecordBatch) -> int:
-        rows = batch.num_rows
-        if rows == 0:
+        if batch.num_rows == 0:
             return 0
-        nothing = [None] * rows
-        values = batch.column("value").to_pylist()
-        keys = batch.column("key").to_pylist() if self._has_key else nothing
-        headers = batch.column("headers").to_pylist() if self._has_headers else nothing
-        partitions = batch.column("partition").to_pylist() if self._has_partition else nothing
-        timestamps = batch.column("timestamp").to_pylist() if self._has_timestamp else nothing
-        topics = batch.column("topic").to_pylist() if self._has_topic else nothing
+        rows = self._packed_rows(batch) if self._packed else self._column_rows(batch)
         default_topic = self._default_topic
         produce = producer.produce
-        for value, key, record_headers, partition, timestamp, topic in zip(
-            values, keys, headers, partitions, timestamps, topics, strict=True
-        ):
+        written = 0
+        for topic, value, key, partition, headers, timestamp in rows:
             target = topic or default_topic
             if target is None:
-                raise ValueError("a row has a null 'topic' and the sink has no 'topic' option")
-            pairs = [(h["key"], h["value"]) for h in record_headers] if record_headers else None
+                raise ValueError("a record has a null 'topic' and the sink has no 'topic' option")
             while True:
                 try:
                     produce(
@@ -141,15 +159,39 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
                         value,
                         key,
                         -1 if partition is None else partition,
-                        headers=pairs,
+                        headers=headers,
                         timestamp=timestamp or 0,
                     )
                     break
                 except BufferError:
                     # The local queue is full: serve delivery reports until there is room.
                     producer.poll(0.05)
+            written += 1
         producer.poll(0)
-        return rows
+        return written
+
+    def _column_rows(self, batch: pa.RecordBatch) -> Iterator[_Row]:
+        nothing = [None] * batch.num_rows
+        values = batch.column("value").to_pylist()
+        keys = batch.column("key").to_pylist() if self._has_key else nothing
+        headers = batch.column("headers").to_pylist() if self._has_headers else nothing
+        partitions = batch.column("partition").to_pylist() if self._has_partition else nothing
+        timestamps = batch.column("timestamp").to_pylist() if self._has_timestamp else nothing
+        topics = batch.column("topic").to_pylist() if self._has_topic else nothing
+        for value, key, cells, partition, timestamp, topic in zip(
+            values, keys, headers, partitions, timestamps, topics, strict=True
+        ):
+            pairs = [(h["key"], h["value"]) for h in cells] if cells else None
+            yield topic, value, key, partition, pairs, timestamp
+
+    @staticmethod
+    def _packed_rows(batch: pa.RecordBatch) -> Iterator[_Row]:
+        for cell in batch.column("records").to_pylist():
+            if cell is None:
+                continue
+            for topic, partition, key, value, headers in unpack_records(cell):
+                # the producer takes headers as a list of tuples only
+                yield topic, value, key, partition, list(headers) if headers else None, None
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Nothing to do: each task flushed and checked its records before reporting success."""

@@ -1,7 +1,7 @@
 """The Structured Streaming query: Kafka in, route, applyInPandasWithState, Kafka out.
 
 inputs + handoff topic --route (mapInArrow)--> groupBy(group) --applyInPandasWithState-->
-    --unpack (mapInArrow)--> outputs / handoff / DLQ topics
+    packed records --Kafka sink--> outputs / handoff / DLQ topics
 """
 
 from __future__ import annotations
@@ -19,12 +19,10 @@ from hydrator.engines.spark.kafka_datasource import register
 from hydrator.engines.spark.routing import routed
 from hydrator.engines.spark.stateful import (
     COUNTERS,
-    PACKED_SCHEMA,
+    OUTPUT_SCHEMA,
     STATE_SCHEMA,
-    UNPACKED_SCHEMA,
     Topics,
     group_function,
-    unpack,
 )
 
 # The counters are summed per micro-batch into the query's observed metrics under this name.
@@ -59,27 +57,29 @@ def kafka_input(spark: SparkSession, spec: QuerySpec) -> DataFrame:
 
 
 def hydrate(records: DataFrame, spec: QuerySpec) -> DataFrame:
-    """SOURCE_SCHEMA rows in, records to write (and metrics rows) out; any streaming input."""
+    """SOURCE_SCHEMA rows in, OUTPUT_SCHEMA rows (packed records to write, counters) out; any
+    streaming input. The counters are summed per micro-batch into the observed metrics."""
     hydrated = (
         routed(records, spec.settings, spec.format, spec.topics.handoff)
         .groupBy("group")
         .applyInPandasWithState(
             group_function(spec.settings, spec.format, spec.topics),
-            PACKED_SCHEMA,
+            OUTPUT_SCHEMA,
             STATE_SCHEMA,
             "Append",
             GroupStateTimeout.ProcessingTimeTimeout,
         )
     )
-    return hydrated.mapInArrow(unpack, UNPACKED_SCHEMA).observe(
-        OBSERVATION, *[F.coalesce(F.sum(name), F.lit(0)).alias(name) for name in COUNTERS]
-    )
+    sums = [
+        F.coalesce(F.sum(F.col("counts")[i]), F.lit(0)).alias(n) for i, n in enumerate(COUNTERS)
+    ]
+    return hydrated.observe(OBSERVATION, *sums)
 
 
 def writer(spark: SparkSession, spec: QuerySpec) -> DataStreamWriter:
-    records = hydrate(kafka_input(spark, spec), spec).where(F.col("topic").isNotNull())
+    records = hydrate(kafka_input(spark, spec), spec).where(F.col("records").isNotNull())
     sink = (
-        records.select("topic", "partition", "key", "value", "headers")
+        records.select("records")
         .writeStream.format(register(spark))
         .option("kafka.bootstrap.servers", spec.bootstrap_servers)
         .option("checkpointLocation", spec.checkpoint)

@@ -5,15 +5,15 @@ sorted here by (kind, partition, offset); the function decodes the group's State
 every record to the Hydrator, and returns the records to write plus its counters. No rule lives
 here: this is plumbing between Spark's GroupState and `Hydrator.process / receive_handoff / tick`.
 
-Spark's cost is per group and per column, so a group's output is packed into as few binary cells
-as its size allows (usually one: every record to write and the counters); `unpack` expands them
-into the Kafka sink's columns once per Arrow batch, with `mapInArrow` and no pandas.
+Spark's cost is per group and per column, so a group's records to write are packed into as few
+binary cells as their size allows (usually one), in the Kafka sink's `records` layout: the sink
+unpacks them as it produces, and no pass turns them into columns. The group's counters ride on
+the last cell, as an array Spark sums into the query's observed metrics.
 """
 
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -21,19 +21,18 @@ from typing import Any
 
 import msgpack
 import pandas as pd
-import pyarrow as pa
 from pyspark.sql.streaming.state import GroupState
 from pyspark.sql.types import (
+    ArrayType,
     BinaryType,
     IntegerType,
     LongType,
-    StringType,
     StructField,
     StructType,
 )
 
 from hydrator.core import Handoff, HydrationSettings, Hydrator, RawRecord, Transition
-from hydrator.engines.spark.kafka_source import SOURCE_SCHEMA
+from hydrator.engines.spark.kafka_sink import pack_records
 from state.codec import decode_state, encode_state
 from state.record import StateRecord
 
@@ -45,15 +44,11 @@ STATE_SCHEMA_VERSION = 1
 STATE_SCHEMA = StructType(
     [StructField("version", IntegerType()), StructField("record", BinaryType())]
 )
-# Per group call, one or more cells: msgpack [records to write, counters map or None], each
-# record (topic, partition, key, value, headers). A cell holds at most CHUNK_RECORDS records or
-# about CHUNK_BYTES, so Spark's output Arrow batches (arrow.maxRecordsPerBatch cells) stay bounded.
-PACKED_SCHEMA = StructType([StructField("packed", BinaryType())])
+# Per group call, one or more rows: `records`, a Kafka sink cell (kafka_sink.pack_records, at
+# most CHUNK_RECORDS records or about CHUNK_BYTES, so Spark's output Arrow batches stay bounded),
+# and on the last row `counts`, the COUNTERS in order.
 CHUNK_RECORDS = 256
 CHUNK_BYTES = 256 * 1024
-# `unpack` yields Arrow batches of at most this many records.
-UNPACK_BATCH_RECORDS = 10_000
-# What `unpack` expands them into: Kafka sink columns, or counters on a metrics row.
 COUNTERS = (
     "events",
     "filled_columns",
@@ -68,26 +63,8 @@ COUNTERS = (
     "handoffs_applied",
     "handoff_timeouts",
 )
-RECORD_FIELDS = (
-    StructField("topic", StringType()),
-    StructField("partition", IntegerType()),
-    StructField("key", BinaryType()),
-    StructField("value", BinaryType()),
-    SOURCE_SCHEMA["headers"],
-)
-UNPACKED_SCHEMA = StructType(
-    [*RECORD_FIELDS, *(StructField(name, LongType()) for name in COUNTERS)]
-)
-_HEADERS_ARROW = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
-_UNPACKED_ARROW = pa.schema(
-    [
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("key", pa.binary()),
-        ("value", pa.binary()),
-        ("headers", _HEADERS_ARROW),
-        *((name, pa.int64()) for name in COUNTERS),
-    ]
+OUTPUT_SCHEMA = StructType(
+    [StructField("records", BinaryType()), StructField("counts", ArrayType(LongType()))]
 )
 
 
@@ -123,9 +100,9 @@ def group_function(
                 records += frame["record"].tolist()
         step.feed(records, now_ms)
         _store(state, step.final_state(), hydrator, now_ms)
-        packed = step.result()
-        if packed:
-            yield pd.DataFrame({"packed": packed})
+        cells, counts = step.result()
+        if cells:
+            yield pd.DataFrame({"records": cells, "counts": counts})
 
     return hydrate_group
 
@@ -200,83 +177,30 @@ class _GroupStep:
     def final_state(self) -> StateRecord | None:
         return None if self.stateless else self.state
 
-    def result(self) -> list[bytes]:
-        """The group's records to write and its counters, packed into few binary cells (see
-        PACKED_SCHEMA): one per group unless its output is large."""
+    def result(self) -> tuple[list[bytes | None], list[list[int] | None]]:
+        """The group's output rows (OUTPUT_SCHEMA) as columns: its records to write in few
+        cells, one per group unless its output is large, and its counters on the last row."""
         is_parked = self.state is not None and self.state.is_parked
         parked_keys = int(is_parked) - int(self.was_parked)
         if parked_keys:
             self.counts["parked_keys"] = self.counts.get("parked_keys", 0) + parked_keys
-        metrics = {name: count for name, count in self.counts.items() if count} or None
-        if not self.out and metrics is None:
-            return []
-        chunks: list[bytes] = []
+        counts = self.counts
+        metrics = [counts.get(name, 0) for name in COUNTERS] if any(counts.values()) else None
+        cells: list[bytes | None] = []
         start = size = 0
-        for index, (_, _, key, value, _) in enumerate(self.out):
+        out = self.out
+        for index, (_, _, key, value, _) in enumerate(out):
             size += len(value or b"") + len(key or b"") + 64
             if size >= CHUNK_BYTES or index - start + 1 >= CHUNK_RECORDS:
-                chunks.append(_pack((self.out[start : index + 1], None)))
+                cells.append(pack_records(out[start : index + 1]))
                 start, size = index + 1, 0
-        if start < len(self.out) or metrics is not None or not chunks:
-            chunks.append(_pack((self.out[start:], metrics)))
-        return chunks
-
-
-_pack = msgpack.Packer(use_bin_type=True).pack
-
-
-def unpack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """`mapInArrow` over the group outputs: records to sink columns (Arrow arrays built from plain
-    lists, no pandas), the counters summed into one metrics row per input batch."""
-    for batch in batches:
-        topics: list[str] = []
-        partitions: list[int] = []
-        keys: list[bytes | None] = []
-        values: list[bytes | None] = []
-        headers: list[Any] = []
-        metrics: Counter[str] = Counter()
-        for packed in batch.column(0).to_pylist():
-            records, counts = msgpack.unpackb(packed, raw=False, use_list=False)
-            for topic, partition, key, value, cells in records:
-                topics.append(topic)
-                partitions.append(partition)
-                keys.append(key)
-                values.append(value)
-                headers.append(cells)
-            if counts:
-                metrics.update(counts)
-            if len(topics) >= UNPACK_BATCH_RECORDS:
-                yield _records_batch(topics, partitions, keys, values, headers)
-                topics, partitions, keys, values, headers = [], [], [], [], []
-        if topics:
-            yield _records_batch(topics, partitions, keys, values, headers)
-        if metrics:
-            yield _metrics_batch(metrics)
-
-
-def _records_batch(
-    topics: list[str],
-    partitions: list[int],
-    keys: list[bytes | None],
-    values: list[bytes | None],
-    headers: list[Any],
-) -> pa.RecordBatch:
-    n = len(topics)
-    columns = [
-        pa.array(topics, pa.string()),
-        pa.array(partitions, pa.int32()),
-        pa.array(keys, pa.binary()),
-        pa.array(values, pa.binary()),
-        pa.array(headers, _HEADERS_ARROW),
-    ]
-    columns += [pa.nulls(n, pa.int64())] * len(COUNTERS)
-    return pa.RecordBatch.from_arrays(columns, schema=_UNPACKED_ARROW)
-
-
-def _metrics_batch(metrics: Mapping[str, int]) -> pa.RecordBatch:
-    columns = [pa.nulls(1, field.type) for field in _UNPACKED_ARROW][: len(RECORD_FIELDS)]
-    columns += [pa.array([metrics.get(name, 0)], pa.int64()) for name in COUNTERS]
-    return pa.RecordBatch.from_arrays(columns, schema=_UNPACKED_ARROW)
+        if start < len(out):
+            cells.append(pack_records(out[start:]))
+        if metrics is None:
+            return cells, [None] * len(cells)
+        if not cells:
+            cells.append(None)
+        return cells, [None] * (len(cells) - 1) + [metrics]
 
 
 def _load(state: GroupState) -> StateRecord | None:
