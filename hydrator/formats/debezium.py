@@ -16,6 +16,7 @@ OLD_KEY_HEADER = "__debezium.oldkey"
 NEW_KEY_HEADER = "__debezium.newkey"
 PASSTHROUGH_OPS = {"t": "truncate event", "m": "logical decoding message"}
 OPS = {op.value: op for op in Op}
+_ABSENT = object()
 
 FieldSchemas = Mapping[str, Mapping[str, Any]]
 
@@ -101,13 +102,13 @@ class DebeziumCodec:
             return Passthrough("kafka tombstone")
         root = parse_json_object(record.value, "value")
         payload, schema = unwrap(root)
-        if "op" not in payload:
-            raise BadInput("not a Debezium change event: no 'op' field")
-        raw_op = payload["op"]
-        if raw_op in PASSTHROUGH_OPS:
-            return Passthrough(PASSTHROUGH_OPS[raw_op])
-        op = OPS.get(raw_op) if isinstance(raw_op, str) else None
+        raw_op = payload.get("op", _ABSENT)
+        op = OPS.get(raw_op) if type(raw_op) is str else None
         if op is None:
+            if raw_op is _ABSENT:
+                raise BadInput("not a Debezium change event: no 'op' field")
+            if type(raw_op) is str and raw_op in PASSTHROUGH_OPS:
+                return Passthrough(PASSTHROUGH_OPS[raw_op])
             raise BadInput(f"unknown op {raw_op!r}")
         before = self._image(payload, "before")
         after = self._image(payload, "after")
@@ -124,8 +125,8 @@ class DebeziumCodec:
             op=op,
             before=before,
             after=after,
-            missing_before=self._missing(before, image_fields(schema, "before")),
-            missing_after=self._missing(after, image_fields(schema, "after")),
+            missing_before=self._missing(before, schema, "before"),
+            missing_after=self._missing(after, schema, "after"),
             key_columns=_key_columns(record.key) if before else frozenset(),
             position=position(payload.get("source")),
             old_key=old_key,
@@ -155,12 +156,14 @@ class DebeziumCodec:
         return image
 
     def _missing(
-        self, image: dict[str, Any] | None, fields: FieldSchemas | None
+        self, image: dict[str, Any] | None, schema: Mapping[str, Any] | None, name: str
     ) -> tuple[str, ...]:
-        if not image:
+        """The columns of `image` (the payload's `name`) that hold the placeholder."""
+        if schema is None:
+            return self.forms.shaped_columns(image) if image else ()
+        fields = image_fields(schema, name)  # checked even for a null image: a bad schema is bad
+        if not image or fields is None:
             return ()
-        if fields is None:
-            return self.forms.shaped_columns(image)
         exact = self.forms.matches_schema
         return tuple(
             c

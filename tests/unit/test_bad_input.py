@@ -27,6 +27,8 @@ BAD_RECORDS: list[tuple[str, bytes | None, bytes | None, tuple, str]] = [
     ("no op field", KEY, orjson.dumps({"before": None, "after": GOOD_AFTER}), (), "no 'op'"),
     ("unknown op", KEY, event(op="x"), (), "unknown op 'x'"),
     ("op not a string", KEY, event(op=3), (), "unknown op 3"),
+    ("op a JSON list", KEY, event(op=["t"]), (), "unknown op ['t']"),
+    ("op null", KEY, event(op=None), (), "unknown op None"),
     ("create without after", KEY, event(after=None), (), "without an 'after'"),
     ("update without after", KEY, event(op="u", after=None), (), "without an 'after'"),
     ("after not an object", KEY, event(after=[1]), (), "'after' is a JSON list"),
