@@ -121,7 +121,7 @@ class Hydrator:
         if not hydration.unresolved:
             value = self.codec.encode(event, hydration.patch) if hydration.patch else record.value
             emitted = (_output(record, value, hydration.filled),)
-            return Transition(hydration.state, emitted, handoffs, counts=counts)
+            return Transition(hydration.state, emitted, handoffs, (), counts)
         return self._unresolved(record, event, hydration, handoffs, counts)
 
     def _unresolved(

@@ -1,5 +1,6 @@
 """The hydration rules (DESIGN §3 rules 1-4, 6, and rule 5's choice of handoff) as pure
-functions over one key's state."""
+functions over one key's state. They never change a value they are given (see state.record on
+why the per-event values are not frozen dataclasses)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
 Image = Mapping[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Hydration:
     patch: Patch
     filled: tuple[str, ...]
