@@ -57,13 +57,15 @@ class PlaceholderForms:
         case and are tested inline: this runs for every column of every schemaless event."""
         strings, matches = self._strings, self.matches_shape
         return tuple(
-            column
-            for column, value in image.items()
-            if (
-                value in strings
-                if type(value) is str
-                else type(value) in (list, dict) and matches(value)
-            )
+            [
+                column
+                for column, value in image.items()
+                if (
+                    value in strings
+                    if type(value) is str
+                    else type(value) in (list, dict) and matches(value)
+                )
+            ]
         )
 
     def matches_schema(self, value: Any, field: Mapping[str, Any]) -> bool:
