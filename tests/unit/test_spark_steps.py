@@ -204,6 +204,12 @@ def test_packed_records_round_trip_through_the_sink_reader() -> None:
     ]
 
 
+def test_a_records_cell_of_other_bytes_is_a_clear_error() -> None:
+    for cell in (b"\xc1", pack_records([]) + b"x", b"\x93\x01\x02\x03"):
+        with pytest.raises(ValueError, match="not packed by pack_records"):
+            unpack_records(cell)
+
+
 def test_the_sink_needs_no_other_column_beside_packed_records() -> None:
     KafkaStreamWriter(
         {"kafka.bootstrap.servers": "b:9092"},

@@ -62,7 +62,15 @@ def pack_records(records: Iterable[PackedRecord]) -> bytes:
 
 
 def unpack_records(cell: bytes) -> tuple[PackedRecord, ...]:
-    return msgpack.unpackb(cell, raw=False, use_list=False)
+    try:
+        records = msgpack.unpackb(cell, raw=False, use_list=False)
+    except (ValueError, msgpack.UnpackException) as exc:
+        raise ValueError(f"a 'records' cell is not packed by pack_records: {exc}") from None
+    if not isinstance(records, tuple) or not all(
+        isinstance(r, tuple) and len(r) == 5 for r in records
+    ):
+        raise ValueError("a 'records' cell is not packed by pack_records: not a list of 5-tuples")
+    return records
 
 
 @dataclass
