@@ -25,7 +25,7 @@ the checkpoint. A retried batch may write records again (DESIGN §5: consumers d
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,9 +56,9 @@ _Row = tuple[str | None, Any, Any, int | None, Any, int | None]
 _pack = msgpack.Packer(use_bin_type=True).pack
 
 
-def pack_records(records: Iterable[PackedRecord]) -> bytes:
+def pack_records(records: Sequence[PackedRecord]) -> bytes:
     """One `records` cell."""
-    return _pack(list(records))
+    return _pack(records)
 
 
 def unpack_records(cell: bytes) -> tuple[PackedRecord, ...]:

@@ -8,7 +8,7 @@ here: this is plumbing between Spark's GroupState and `Hydrator.process / receiv
 Spark's cost is per group and per column, so a group's records to write are packed into as few
 binary cells as their size allows (usually one), in the Kafka sink's `records` layout: the sink
 unpacks them as it produces, and no pass turns them into columns. The group's counters ride on
-the last cell, as an array Spark sums into the query's observed metrics.
+its last row, as an array Spark sums into the query's observed metrics.
 """
 
 from __future__ import annotations
