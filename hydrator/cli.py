@@ -21,6 +21,7 @@ from hydrator.config import (
     ConfigError,
     RunConfig,
     SparkOptions,
+    check_application_id,
     load_config_file,
     parse_duration_ms,
     parse_size_bytes,
@@ -34,7 +35,11 @@ from hydrator.core.settings import (
     UnresolvedColumnsError,
 )
 from hydrator.formats import FORMAT_NAMES
-from hydrator.kafka.client_config import ClientConfigError, parse_properties
+from hydrator.kafka.client_config import (
+    ClientConfigError,
+    parse_properties,
+    split_env_properties,
+)
 
 ENGINES = ("spark", "embedded")
 FORMATS = FORMAT_NAMES  # grows as codecs are added to hydrator/formats
@@ -72,6 +77,28 @@ class Size(click.ParamType):
             self.fail(str(exc), param, ctx)
 
 
+class ApplicationId(click.ParamType):
+    name = "id"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        try:
+            return check_application_id(str(value))
+        except ConfigError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class KafkaProperty(click.ParamType):
+    """NAME=VALUE; checked later, all together, by parse_properties (which never shows values)."""
+
+    name = "name=value"
+
+    def split_envvar_value(self, rv: str) -> list[str]:
+        return split_env_properties(rv)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        return str(value)
+
+
 def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """Eager: the file's values become defaults for every other option of the command."""
     if not value:
@@ -93,6 +120,8 @@ def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) 
     for name, setting in values.items():
         if name not in by_option:
             raise click.BadParameter(f"unknown option {name!r} in {value}", ctx, param)
+        if by_option[name] == "kafka_properties" and isinstance(setting, str):
+            setting = split_env_properties(setting)  # one string: a property per line
         defaults[by_option[name]] = setting
     ctx.default_map = {**(ctx.default_map or {}), **defaults}
     return value
@@ -155,6 +184,7 @@ def cli() -> None:
 )
 @click.option(
     "--application-id",
+    type=ApplicationId(),
     default=DEFAULT_APPLICATION_ID,
     show_default=True,
     envvar=_env("application_id"),
@@ -178,10 +208,12 @@ def cli() -> None:
     "-X",
     "--kafka-property",
     "kafka_properties",
+    type=KafkaProperty(),
     multiple=True,
     metavar="NAME=VALUE",
     envvar=_env("kafka_property"),
-    help="librdkafka property for every client (consumer./producer./admin. prefix for one kind).",
+    help="librdkafka property for every client (consumer./producer./admin. prefix for one kind). "
+    "Give secrets through HYDRATOR_KAFKA_PROPERTY or --config, not on the command line.",
 )
 @click.option(
     "--placeholder",
@@ -424,6 +456,7 @@ def _guarded(run: Callable[[], None], config_errors: tuple[type[Exception], ...]
 
 def _run_spark(config: RunConfig, spark: SparkOptions) -> int:
     # Imported here: the embedded engine and the demo must not pay for (or need) pyspark.
+    from hydrator.engines.embedded.state_dir import StateDirUnusable
     from hydrator.engines.embedded.topics import TopologyError
     from hydrator.engines.spark.engine import SparkEngine
 
@@ -433,7 +466,7 @@ def _run_spark(config: RunConfig, spark: SparkOptions) -> int:
         spark_conf=spark.conf,
         max_offsets_per_trigger=spark.max_offsets_per_trigger,
     )
-    return _guarded(engine.run, (ConfigError, ClientConfigError, TopologyError))
+    return _guarded(engine.run, (ConfigError, ClientConfigError, TopologyError, StateDirUnusable))
 
 
 def main() -> None:

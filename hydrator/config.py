@@ -41,8 +41,22 @@ _SIZE_BYTES = {
 }
 
 
+_APPLICATION_ID = re.compile(r"[A-Za-z0-9._-]+")
+
+
 class ConfigError(ValueError):
     """A bad configuration value; the message names the option."""
+
+
+def check_application_id(value: str) -> str:
+    """The id names a directory under --state-dir, a consumer group and topic prefixes: only
+    letters, digits, '.', '_' and '-', and not `.` or `..` (which would leave --state-dir)."""
+    if not _APPLICATION_ID.fullmatch(value) or value in (".", ".."):
+        raise ConfigError(
+            f"{value!r} is not an application id: use letters, digits, '.', '_' and '-' "
+            "(not '.' or '..' alone)"
+        )
+    return value
 
 
 @dataclass(frozen=True)

@@ -3,10 +3,16 @@
 `-X name=value` applies to every client; `-X consumer.name=value`, `-X producer.name=value` and
 `-X admin.name=value` to one kind only (SASL/SSL go to all, tuning usually to one). Properties the
 engine's guarantees depend on cannot be overridden.
+
+Values may be secrets (`sasl.password`, `ssl.key.password`): no message ever shows the value part
+of an item, nor an item that has no `=` (it might be a value typed on its own). Secrets are best
+given through HYDRATOR_KAFKA_PROPERTY or the config file: a command line is visible to every
+local user in the process list.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,24 +35,65 @@ MANAGED = frozenset(
 )
 
 
+# librdkafka property names, optionally with a role prefix.
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+# Where one property of a whitespace-separated list ends: before the next `name=`.
+_NEXT_PROPERTY = re.compile(r"\s+(?=[A-Za-z0-9][A-Za-z0-9._-]*=)")
+_QUOTED_VALUE = re.compile(r'Invalid value "[^"]*" for')
+
+
 class ClientConfigError(ValueError):
     """A `-X` property that is malformed or not allowed."""
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
 
 
 def parse_properties(items: Iterable[str]) -> dict[str, str]:
     """`["a.b=1", "c=x=y"]` -> `{"a.b": "1", "c": "x=y"}`."""
     properties: dict[str, str] = {}
-    for item in items:
-        name, sep, value = item.partition("=")
+    for n, item in enumerate(items, 1):
+        name, sep, value = str(item).partition("=")
         name = name.strip()
-        if not sep or not name:
-            raise ClientConfigError(f"{item!r} is not name=value")
+        if not sep:
+            raise ClientConfigError(
+                f"the {_ordinal(n)} item is not NAME=VALUE (no '='); it is not shown, as it may "
+                "hold a secret"
+            )
+        if not _NAME.fullmatch(name):
+            raise ClientConfigError(
+                f"the {_ordinal(n)} item has no property name before its '=' (a name is letters, "
+                "digits, '.', '_' and '-'); it is not shown, as it may hold a secret"
+            )
         properties[name] = value
     for name in properties:
         bare = _strip_role(name)[1]
         if bare in MANAGED:
             raise ClientConfigError(f"{bare} is set by the engine and cannot be overridden")
     return properties
+
+
+def split_env_properties(text: str) -> list[str]:
+    """HYDRATOR_KAFKA_PROPERTY: one property per line; on a single line, properties separated by
+    whitespace, where a value may hold spaces (`sasl.password=two words`) as long as no part of
+    it looks like `name=`."""
+    text = text.strip()
+    if not text:
+        return []
+    if "\n" in text:
+        return [line.strip() for line in text.splitlines() if line.strip()]
+    return _NEXT_PROPERTY.split(text)
+
+
+def client_error(reason: str, properties: Mapping[str, str]) -> ClientConfigError:
+    """A librdkafka complaint about `-X` properties, with their values taken out."""
+    reason = _QUOTED_VALUE.sub("Invalid value for", reason)
+    # Longest first, so a value that contains another is removed whole.
+    for value in sorted({v for v in properties.values() if len(v) >= 4}, key=len, reverse=True):
+        reason = reason.replace(value, "***")
+    return ClientConfigError(f"-X / --kafka-property: {reason}")
 
 
 def _strip_role(name: str) -> tuple[str | None, str]:

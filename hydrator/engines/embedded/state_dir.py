@@ -18,13 +18,31 @@ class StateDirLocked(RuntimeError):
     """Another running instance holds this state directory."""
 
 
+class StateDirUnusable(RuntimeError):
+    """The state directory cannot be created or written (a configuration problem)."""
+
+
+def check_writable(path: Path) -> None:
+    """Create `path` (under --state-dir) and prove a file can be written in it."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / f".write-check-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise StateDirUnusable(
+            f"--state-dir: cannot create or write {path}: {exc.strerror}"
+        ) from None
+
+
 class StateDirectory:
     def __init__(self, root: Path, application_id: str) -> None:
         self.path = Path(root) / application_id
         self._lock_fd: int | None = None
 
     def lock(self) -> None:
-        self.path.mkdir(parents=True, exist_ok=True)
+        """Take the directory for this instance; checked before anything else is set up."""
+        check_writable(self.path)
         fd = os.open(self.path / ".lock", os.O_CREAT | os.O_RDWR, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
