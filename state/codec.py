@@ -1,14 +1,23 @@
 """The state record's bytes: a format byte, then msgpack (compact, and carries raw bytes of
-parked records as they are). A later release reads every earlier format byte."""
+parked records as they are). A later release reads every earlier format byte.
+
+Format 1 is plain msgpack. Format 2 is the same layout, and may also hold integers wider than
+64 bits (an image can: JSON numbers have no width) as msgpack extensions (hydrator.exact); it is
+written only for a record that needs them, so state without such numbers stays readable by
+releases that know only format 1.
+"""
 
 from __future__ import annotations
 
 import msgpack
 
+from hydrator import exact
 from hydrator.core.records import Handoff, RawRecord
 from state.record import StateRecord
 
 FORMAT_V1 = 1
+FORMAT_V2 = 2
+FORMATS = (FORMAT_V1, FORMAT_V2)
 
 
 class StateFormatError(ValueError):
@@ -26,27 +35,29 @@ def encode_state(record: StateRecord) -> bytes:
         record.awaiting,
         record.waiting_since_ms,
     ]
-    return bytes([FORMAT_V1]) + msgpack.packb(body, use_bin_type=True)
+    packed, wide = exact.pack(body)
+    return bytes([FORMAT_V2 if wide else FORMAT_V1]) + packed
 
 
 def decode_state(data: bytes) -> StateRecord:
     if not data:
         raise StateFormatError("empty state record")
-    if data[0] != FORMAT_V1:
-        raise StateFormatError(f"unknown state format byte {data[0]} (this release reads 1)")
+    if data[0] not in FORMATS:
+        raise StateFormatError(f"unknown state format byte {data[0]} (this release reads 1, 2)")
     try:
-        image, pos, deleted, updated_at, handoffs, parked, awaiting, waiting = msgpack.unpackb(
-            data[1:], raw=False, strict_map_key=False
+        image, pos, deleted, updated_at, handoffs, parked, awaiting, waiting = exact.unpack(
+            data[1:], strict_map_key=False
         )
-    except (ValueError, msgpack.UnpackException) as exc:
-        raise StateFormatError(f"corrupt state record: {exc}") from None
-    return StateRecord(
-        image=image,
-        pos=tuple(pos) if pos is not None else None,
-        deleted=deleted,
-        updated_at_ms=updated_at,
-        handoffs=tuple(Handoff.decode(item) for item in handoffs),
-        parked=tuple(RawRecord.from_tuple(item) for item in parked),
-        awaiting=awaiting,
-        waiting_since_ms=waiting,
-    )
+        return StateRecord(
+            image=image,
+            pos=tuple(pos) if pos is not None else None,
+            deleted=deleted,
+            updated_at_ms=updated_at,
+            handoffs=tuple(Handoff.decode(item) for item in handoffs),
+            parked=tuple(RawRecord.from_tuple(item) for item in parked),
+            awaiting=awaiting,
+            waiting_since_ms=waiting,
+        )
+    except (ValueError, TypeError, msgpack.UnpackException) as exc:
+        # whatever the bytes hold, they are not a state record: say so, never crash differently
+        raise StateFormatError(f"corrupt state record: {type(exc).__name__}: {exc}") from None

@@ -4,6 +4,10 @@ An engine's loop is: `key = hydrator.route(record)`; load the state record for
 `(record.topic, key)`; `t = hydrator.process(state, record, now_ms)`; store `t.state`, write
 `t.emitted` to the output topic (same partition), `t.handoffs` to the handoff topic, `t.dead` to
 the DLQ. Handoffs read back go through `receive_handoff`; `tick` applies timeouts.
+
+These entry points never raise for what a record carries: whatever the exception, the record
+becomes a dead letter whose reason is `<ExceptionType>: <message>`, and the state stays as it
+was. Only `--on-unresolved fail` (UnresolvedColumnsError) and running out of memory go through.
 """
 
 from __future__ import annotations
@@ -34,6 +38,13 @@ from hydrator.formats import BadInput, ChangeEvent, Op, Passthrough, codec_for
 from state.record import StateRecord
 
 HEADER_STALE = "hydrator.stale"
+# Not hostile input: deliberate stops, and the machine itself failing.
+_PASSED_THROUGH = (UnresolvedColumnsError, MemoryError)
+
+
+def failure_reason(exc: BaseException) -> str:
+    """A dead letter's reason for an exception: its type and message."""
+    return f"{type(exc).__name__}: {exc}"
 
 
 class Hydrator:
@@ -48,30 +59,41 @@ class Hydrator:
         hydrated statelessly); a DeadLetter when the key cannot be decoded."""
         if record.key is None:
             return None
-        if len(record.key) > self.settings.max_record_bytes:
-            return DeadLetter(record, self._oversize("key", len(record.key)))
         try:
+            if len(record.key) > self.settings.max_record_bytes:
+                return DeadLetter(record, self._oversize("key", len(record.key)))
             return canonical_key(record.key)
-        except InvalidKey as exc:
-            return DeadLetter(record, str(exc))
+        except _PASSED_THROUGH:
+            raise
+        except Exception as exc:  # whatever the key holds, it is this record's fault
+            return DeadLetter(record, failure_reason(exc))
 
     # -- records -------------------------------------------------------------------------------
 
     def process(self, state: StateRecord | None, record: RawRecord, now_ms: int) -> Transition:
-        """Apply one input record to its key's state."""
+        """Apply one input record to its key's state; a record that cannot be applied is a dead
+        letter, whatever it raised."""
+        try:
+            return self._process(state, record, now_ms)
+        except _PASSED_THROUGH:
+            raise
+        except Exception as exc:
+            return self._dead(state, DeadLetter(record, failure_reason(exc)))
+
+    def _process(self, state: StateRecord | None, record: RawRecord, now_ms: int) -> Transition:
+        if record.value is not None and len(record.value) > self.settings.max_record_bytes:
+            return self._dead(state, DeadLetter(record, self._oversize("value", len(record.value))))
         if state is not None and state.is_parked:
             if _already_parked(state, record):
                 return Transition(state, counts={"redelivered_parked": 1})
-            return Transition(replace(state, parked=(*state.parked, record)), counts={"parked": 1})
+            return self._park(state, record)
         key = self.route(record)
         if isinstance(key, DeadLetter):
             return self._dead(state, key)
-        if record.value is not None and len(record.value) > self.settings.max_record_bytes:
-            return self._dead(state, DeadLetter(record, self._oversize("value", len(record.value))))
         try:
             decoded = self.codec.decode(record)
         except (BadInput, InvalidKey) as exc:
-            return self._dead(state, DeadLetter(record, str(exc)))
+            return self._dead(state, DeadLetter(record, failure_reason(exc)))
         if isinstance(decoded, Passthrough):
             return Transition(
                 state, emitted=(_output(record, record.value),), counts={"passthrough": 1}
@@ -99,6 +121,8 @@ class Hydrator:
                 image = handoff.image
                 state = _settle(replace(state, handoffs=_without(state.handoffs, handoff)), now_ms)
             elif event.missing_after:
+                if (full := self._parked_full((), record)) is not None:
+                    return self._overflow(state, record, full)
                 waiting = replace(state or StateRecord(), parked=(record,), awaiting=event.old_key)
                 return Transition(_settle(waiting, now_ms), counts={"parked": 1})
         hydration = rules.hydrate(state, event, self.settings, now_ms, image)
@@ -162,6 +186,40 @@ class Hydrator:
     def _dead(state: StateRecord | None, dead: DeadLetter) -> Transition:
         return Transition(state, dead=(dead,), counts={"dead_letters": 1})
 
+    # -- parked records ------------------------------------------------------------------------
+
+    def _park(self, state: StateRecord, record: RawRecord) -> Transition:
+        """A record behind a key change that still waits for its old image: kept in order, up
+        to the parked-records caps; past them, a dead letter."""
+        full = self._parked_full(state.parked, record)
+        if full is not None:
+            return self._overflow(state, record, full)
+        return Transition(replace(state, parked=(*state.parked, record)), counts={"parked": 1})
+
+    def _parked_full(self, parked: tuple[RawRecord, ...], record: RawRecord) -> str | None:
+        """Why `record` cannot join `parked` (None when it can)."""
+        settings = self.settings
+        if len(parked) >= settings.max_parked_records:
+            return (
+                f"parked records of this key over the limit: {len(parked)} wait already, "
+                f"at most {settings.max_parked_records}"
+            )
+        size = _size(record) + sum(map(_size, parked))
+        if size > settings.max_parked_bytes:
+            return (
+                f"parked records of this key over the limit: {size} bytes with this one, "
+                f"over the {settings.max_parked_bytes}-byte limit"
+            )
+        return None
+
+    @staticmethod
+    def _overflow(state: StateRecord | None, record: RawRecord, reason: str) -> Transition:
+        return Transition(
+            state,
+            dead=(DeadLetter(record, reason),),
+            counts={"dead_letters": 1, "parked_overflow": 1},
+        )
+
     def _oversize(self, part: str, size: int) -> str:
         return f"{part} is {size} bytes, over the {self.settings.max_record_bytes}-byte limit"
 
@@ -172,7 +230,19 @@ class Hydrator:
     ) -> Transition:
         """Apply a key-change handoff to the new key's state; releases parked records when it is
         the one the first of them awaits. Handoffs are matched on their old key: two key changes
-        into one new key may deliver their handoffs in either order."""
+        into one new key may deliver their handoffs in either order. A handoff that cannot be
+        applied (its bytes came from the handoff topic, where anything can be written) is a
+        dead letter, and the state stays as it was."""
+        try:
+            return self._receive_handoff(state, handoff, now_ms)
+        except _PASSED_THROUGH:
+            raise
+        except Exception as exc:
+            return self._dead(state, DeadLetter(_handoff_record(handoff), failure_reason(exc)))
+
+    def _receive_handoff(
+        self, state: StateRecord | None, handoff: Handoff, now_ms: int
+    ) -> Transition:
         if rules.is_stale(state, handoff.pos):
             # The key is already past it: the CREATE it was meant for is done (it needed no
             # fill), or this is a redelivery, possibly long after a later key change from the
@@ -207,7 +277,20 @@ class Hydrator:
     def tick(self, state: StateRecord, now_ms: int) -> Transition:
         """Timeouts: parked records past `handoff_timeout` are emitted unresolved; unclaimed
         handoffs are dropped; tombstones past retention and records untouched for `state_ttl`
-        are forgotten (Transition.state None)."""
+        are forgotten (Transition.state None). Should that fail (a state no rule can read), the
+        parked records become dead letters and what waited is dropped; the row stays."""
+        try:
+            return self._tick(state, now_ms)
+        except _PASSED_THROUGH:
+            raise
+        except Exception as exc:
+            reason = failure_reason(exc)
+            dead = tuple(DeadLetter(record, reason) for record in state.parked)
+            cleared = replace(state, parked=(), handoffs=(), awaiting=None, waiting_since_ms=None)
+            counts = {"dead_letters": len(dead), "tick_failures": 1}
+            return Transition(cleared, dead=dead, counts=counts)
+
+    def _tick(self, state: StateRecord, now_ms: int) -> Transition:
         settings = self.settings
         since = state.waiting_since_ms
         if since is not None and now_ms - since >= settings.handoff_timeout_ms:
@@ -252,6 +335,26 @@ def _already_parked(state: StateRecord, record: RawRecord) -> bool:
         and record.partition == last.partition
         and record.topic == last.topic
     )
+
+
+def _size(record: RawRecord) -> int:
+    """What a record takes in state: its key, value and headers."""
+    size = len(record.key or b"") + len(record.value or b"")
+    for name, value in record.headers:
+        size += len(name) + len(value or b"")
+    return size
+
+
+def _handoff_record(handoff: Handoff) -> RawRecord:
+    """A handoff as a dead letter: its own bytes under its new key; `source` names the record
+    the key change came from."""
+    try:
+        value = handoff.encode()
+    except Exception:  # the handoff is the problem; its key still says which it was
+        value = None
+    key = handoff.route_key if isinstance(handoff.route_key, bytes) else None
+    source = str(handoff.source).encode("utf-8", "replace")
+    return RawRecord(str(handoff.topic), 0, -1, key, value, (("hydrator.handoff.source", source),))
 
 
 def _settle(state: StateRecord, now_ms: int) -> StateRecord:

@@ -1,13 +1,16 @@
 """Canonical keys: one spelling of a primary key, whether it came as the record key or in a
-`__debezium.oldkey/newkey` header, with or without a schema envelope (DESIGN §3)."""
+`__debezium.oldkey/newkey` header, with or without a schema envelope. Integers are exact
+(keys holding ones wider than 64 bits stay distinct), and a canonical key is always valid
+UTF-8: engines build their store keys from it."""
 
 from __future__ import annotations
 
-import json
 from functools import lru_cache
 from typing import Any
 
 import orjson
+
+from hydrator import exact
 
 
 class InvalidKey(ValueError):
@@ -17,9 +20,11 @@ class InvalidKey(ValueError):
 def key_document(raw: bytes) -> Any:
     """The key's JSON, with a Kafka Connect `{"schema", "payload"}` envelope unwrapped."""
     try:
-        document = orjson.loads(raw)
+        document = exact.loads(raw)
     except orjson.JSONDecodeError as exc:
         document = _lenient(raw, exc)
+    except exact.ExactJSONError as exc:
+        raise InvalidKey(f"key is not JSON: {exc}") from None
     if isinstance(document, dict) and document.keys() == {"schema", "payload"}:
         document = document["payload"]
     if document is None:
@@ -31,13 +36,18 @@ def _lenient(raw: bytes, error: Exception) -> Any:
     """SimpleHeaderConverter writes control characters in key strings unescaped; the stdlib
     parser in non-strict mode reads them (orjson does not)."""
     try:
-        return json.loads(raw, strict=False)
-    except (ValueError, UnicodeDecodeError):
+        return exact.lenient_loads(raw)
+    except exact.ExactJSONError as exc:
+        raise InvalidKey(f"key is not JSON: {exc}") from None
+    except ValueError:  # UnicodeDecodeError is one
         raise InvalidKey(f"key is not JSON: {error}") from None
 
 
 def canonical(document: Any) -> str:
-    return orjson.dumps(document, option=orjson.OPT_SORT_KEYS).decode()
+    try:
+        return exact.dumps(document, sort_keys=True).decode()
+    except exact.ExactJSONError as exc:
+        raise InvalidKey(f"key {exc}") from None
 
 
 CACHED_KEY_BYTES = 512

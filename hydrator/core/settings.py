@@ -1,4 +1,4 @@
-"""The knobs of the hydration rules (DESIGN §3); engines and the CLI build one of these."""
+"""The knobs of the hydration rules; engines and the CLI build one of these."""
 
 from __future__ import annotations
 
@@ -35,6 +35,10 @@ class HydrationSettings:
     handoff_timeout_ms: int = 60 * 1000
     state_ttl_ms: int | None = None
     max_record_bytes: int = 16 * 1024 * 1024
+    # A key's records wait (parked) while its key change awaits the old image: bounded, since
+    # they are kept in the key's state.
+    max_parked_records: int = 1000
+    max_parked_bytes: int = 8 * 1024 * 1024
 
     @property
     def placeholder_bytes(self) -> bytes:

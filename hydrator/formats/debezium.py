@@ -7,6 +7,7 @@ from typing import Any
 
 import orjson
 
+from hydrator import exact
 from hydrator.core.keys import InvalidKey, canonical, canonical_key, key_document
 from hydrator.core.records import RawRecord
 from hydrator.formats.base import BadInput, ChangeEvent, Op, Passthrough, Patch, Position
@@ -34,8 +35,8 @@ class _Envelope:
 
 def parse_json_object(raw: bytes, what: str) -> dict[str, Any]:
     try:
-        document = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
+        document = exact.loads(raw)
+    except (orjson.JSONDecodeError, exact.ExactJSONError) as exc:
         raise BadInput(f"{what} is not JSON: {exc}") from None
     if not isinstance(document, dict):
         raise BadInput(f"{what} is a JSON {type(document).__name__}, not an object")
@@ -68,21 +69,31 @@ def image_fields(schema: Mapping[str, Any] | None, image: str) -> FieldSchemas |
 
 
 def position(source: Any) -> Position | None:
-    """The ordering position of an event (DESIGN §3 rule 4), None when the connector gives none."""
+    """The ordering position of an event (the stale-event rule), None when the connector gives
+    none. Its parts must fit the 64 bits state keeps them in."""
     if not isinstance(source, dict):
         return None
     try:
-        sequence = source.get("sequence")
-        if isinstance(sequence, str):
-            last_commit, lsn = orjson.loads(sequence)
-            return (int(last_commit or 0), int(lsn or 0))
-        if source.get("connector") == "mysql" and source.get("file"):
-            file_number = int(str(source["file"]).rsplit(".", 1)[-1])
-            return (file_number, int(source.get("pos") or 0), int(source.get("row") or 0))
-        if source.get("lsn") is not None:
-            return (int(source["lsn"]),)
-    except (ValueError, TypeError, orjson.JSONDecodeError) as exc:
+        found = _position(source)
+    except (ValueError, TypeError, OverflowError) as exc:  # JSON errors are ValueErrors
         raise BadInput(f"source position is malformed: {exc}") from None
+    if found is not None and not all(
+        exact.MIN_PACKED_INT <= part <= exact.MAX_PACKED_INT for part in found
+    ):
+        raise BadInput(f"source position out of range (64 bits): {found}")
+    return found
+
+
+def _position(source: dict[str, Any]) -> Position | None:
+    sequence = source.get("sequence")
+    if isinstance(sequence, str):
+        last_commit, lsn = exact.loads(sequence)
+        return (int(last_commit or 0), int(lsn or 0))
+    if source.get("connector") == "mysql" and source.get("file"):
+        file_number = int(str(source["file"]).rsplit(".", 1)[-1])
+        return (file_number, int(source.get("pos") or 0), int(source.get("row") or 0))
+    if source.get("lsn") is not None:
+        return (int(source["lsn"]),)
     return None
 
 
@@ -145,7 +156,7 @@ class DebeziumCodec:
             payload["before"] = dict(patch.whole_before)
         elif patch.before:
             payload["before"].update(patch.before)
-        return orjson.dumps(envelope.root)
+        return exact.dumps(envelope.root)
 
     @staticmethod
     def _image(payload: dict[str, Any], name: str) -> dict[str, Any] | None:
@@ -194,15 +205,15 @@ def _route_key(old_raw_key: bytes | None, new_key_header: bytes | None) -> bytes
     if old_raw_key is None or new_key_header is None:
         return None
     try:
-        new_key = orjson.loads(new_key_header)
-        old = orjson.loads(old_raw_key)
-    except orjson.JSONDecodeError:
+        new_key = exact.loads(new_key_header)
+        old = exact.loads(old_raw_key)
+    except ValueError:  # orjson.JSONDecodeError, ExactJSONError
         return None
     if isinstance(new_key, dict) and new_key.keys() == {"schema", "payload"}:
         return new_key_header
     if isinstance(old, dict) and old.keys() == {"schema", "payload"}:
-        return orjson.dumps({"schema": old["schema"], "payload": new_key})
-    return orjson.dumps(new_key)
+        return exact.dumps({"schema": old["schema"], "payload": new_key})
+    return exact.dumps(new_key)
 
 
 __all__ = ["DebeziumCodec", "canonical"]

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import msgpack
 import orjson
 import pytest
 
-from hydrator.core import DeadLetter, HydrationSettings, Hydrator, RawRecord
+from hydrator.core import DeadLetter, Handoff, HydrationSettings, Hydrator, RawRecord
 from hydrator.core.records import HEADER_ERROR, HEADER_SOURCE
+from state.codec import decode_state, encode_state
+from state.record import StateRecord
 
 KEY = b'{"id":1}'
 GOOD_AFTER = {"id": 1, "v": "x"}
@@ -14,6 +17,23 @@ GOOD_AFTER = {"id": 1, "v": "x"}
 
 def event(**payload: object) -> bytes:
     return orjson.dumps({"before": None, "after": GOOD_AFTER, "source": {}, "op": "c", **payload})
+
+
+def with_schema(after_columns: object, after: object = GOOD_AFTER) -> bytes:
+    """A schema envelope whose `after` field has these column schemas."""
+    schema = {
+        "type": "struct",
+        "fields": [
+            {"field": "before", "type": "struct", "fields": []},
+            {"field": "after", "type": "struct", "fields": after_columns},
+        ],
+    }
+    payload = {"before": None, "after": after, "source": {}, "op": "c"}
+    return orjson.dumps({"schema": schema, "payload": payload})
+
+
+WIDE = 123456789012345678901234567890  # wider than 64 bits
+DEEP = b"[" * 1000  # the stdlib parser runs out of stack
 
 
 BAD_RECORDS: list[tuple[str, bytes | None, bytes | None, tuple, str]] = [
@@ -99,6 +119,68 @@ BAD_RECORDS: list[tuple[str, bytes | None, bytes | None, tuple, str]] = [
         (),
         "over the 1024-byte limit",
     ),
+    # shapes found by fuzzing: each crashed an engine before
+    ("key nested 1000 deep", DEEP, event(), (), "InvalidKey: key is not JSON"),
+    (
+        "oldkey header nested 1000 deep",
+        KEY,
+        event(),
+        (("__debezium.oldkey", DEEP),),
+        "header __debezium.oldkey: key is not JSON",
+    ),
+    ("key with a lone surrogate", b'{"id":"\\ud800"}', event(), (), "surrogates not allowed"),
+    (
+        "schema fields a number",
+        KEY,
+        orjson.dumps({"schema": {"fields": 5}, "payload": {"op": "c", "after": GOOD_AFTER}}),
+        (),
+        "TypeError: ",
+    ),
+    (
+        "schema column name a list",
+        KEY,
+        with_schema([{"field": ["id"], "type": "int32"}]),
+        (),
+        "TypeError: ",
+    ),
+    (
+        "schema column name an object",
+        KEY,
+        with_schema([{"field": {"a": 1}, "type": "int32"}]),
+        (),
+        "TypeError: ",
+    ),
+    (
+        "schema array items a string",
+        KEY,
+        with_schema(
+            [{"field": "id", "type": "int32"}, {"field": "v", "type": "array", "items": "x"}],
+            {"id": 1, "v": ["__debezium_unavailable_value"]},
+        ),
+        (),
+        "AttributeError: ",
+    ),
+    (
+        "source.lsn wider than 64 bits",
+        KEY,
+        event(source={"lsn": "1" * 30}),
+        (),
+        "source position out of range",
+    ),
+    (
+        "source.lsn a JSON number wider than 64 bits",
+        KEY,
+        event(after={"id": 1}).replace(b'"source":{}', b'"source":{"lsn":' + b"9" * 30 + b"}"),
+        (),
+        "source position out of range",
+    ),
+    (
+        "source.sequence wider than 64 bits",
+        KEY,
+        event(source={"sequence": f'["{"2" * 30}","{"3" * 30}"]'}),
+        (),
+        "source position out of range",
+    ),
     (
         "key over the size limit",
         b'{"id":"' + b"k" * 2000 + b'"}',
@@ -136,8 +218,9 @@ def test_bad_record_becomes_a_dead_letter(
     assert names[HEADER_SOURCE] == b"raw:3:42"
 
 
-def test_there_are_at_least_fifteen_kinds() -> None:
-    assert len(BAD_RECORDS) >= 15
+def test_there_are_this_many_kinds() -> None:
+    # the README counts them
+    assert len(BAD_RECORDS) == 38
 
 
 def test_bad_record_leaves_state_untouched() -> None:
@@ -145,3 +228,132 @@ def test_bad_record_leaves_state_untouched() -> None:
     good = hydrator.process(None, RawRecord("raw", 0, 0, KEY, event()), 0).state
     after_bad = hydrator.process(good, RawRecord("raw", 0, 1, KEY, b"garbage"), 5)
     assert after_bad.state == good
+
+
+# -- whatever a record raises, it is a dead letter ------------------------------------------------
+
+
+class _Exploding:
+    name = "exploding"
+
+    def accepts(self, document: object) -> bool:
+        return True
+
+    def decode(self, record: RawRecord) -> object:
+        raise KeyError("a shape nobody foresaw")
+
+    def encode(self, event: object, patch: object) -> bytes:
+        raise AssertionError
+
+
+def test_any_exception_from_a_record_is_a_dead_letter_naming_it() -> None:
+    hydrator = Hydrator()
+    hydrator.codec = _Exploding()  # type: ignore[assignment]
+    good = Hydrator().process(None, RawRecord("raw", 0, 0, KEY, event()), 0).state
+    out = hydrator.process(good, RawRecord("raw", 0, 1, KEY, event()), 5)
+    assert out.state is good and not out.emitted
+    assert [d.reason for d in out.dead] == ["KeyError: 'a shape nobody foresaw'"]
+
+
+def test_an_unreadable_handoff_is_a_dead_letter() -> None:
+    hydrator = Hydrator()
+    good = hydrator.process(None, RawRecord("raw", 0, 0, KEY, event(source={"lsn": 5})), 0).state
+    # a position no rule can compare with the key's
+    hostile = Handoff("raw", '{"id":1}', '{"id":0}', None, ("a",), "raw:1:7")
+    out = hydrator.receive_handoff(good, hostile, 5)
+    assert out.state is good and len(out.dead) == 1
+    assert out.dead[0].reason.startswith("TypeError: ")
+    assert dict(out.dead[0].to_output().headers)["hydrator.handoff.source"] == b"raw:1:7"
+
+
+def test_a_tick_that_fails_dead_letters_what_was_parked() -> None:
+    hydrator = Hydrator(HydrationSettings(handoff_timeout_ms=10))
+    parked = RawRecord("raw", 0, 3, KEY, event())
+    # a waiting time no rule can compare: a state written by something else
+    state = StateRecord(parked=(parked,), awaiting="k", waiting_since_ms="x")  # type: ignore[arg-type]
+    out = hydrator.tick(state, 100)
+    assert [d.record for d in out.dead] == [parked]
+    assert out.state is not None and not out.state.is_waiting
+
+
+# -- numbers are exact ----------------------------------------------------------------------------
+
+
+def test_integers_wider_than_64_bits_survive_in_values() -> None:
+    hydrator = Hydrator()
+    first = event(after={"id": 1, "v": "x", "big": 0}).replace(b'"big":0', b'"big":%d' % WIDE)
+    state = hydrator.process(None, RawRecord("raw", 0, 0, KEY, first), 0).state
+    assert state.image["big"] == WIDE
+    update = event(op="u", after={"id": 1, "v": "__debezium_unavailable_value", "big": 0})
+    update = update.replace(b'"big":0', b'"big":-%d' % WIDE)
+    out = hydrator.process(state, RawRecord("raw", 0, 1, KEY, update), 1)
+    (emitted,) = out.emitted
+    assert b'"big":-%d' % WIDE in emitted.value  # rewritten (filled), still exact
+    assert b'"before":{"id":1,"v":"x","big":%d}' % WIDE in emitted.value
+    assert decode_state(encode_state(out.state)) == out.state
+
+
+def test_keys_with_wide_integers_keep_distinct_states() -> None:
+    hydrator = Hydrator()
+    one, two = (b'{"id":%d}' % (WIDE + n) for n in (1, 2))
+    assert hydrator.route(RawRecord("raw", 0, 0, one, None)) != hydrator.route(
+        RawRecord("raw", 0, 0, two, None)
+    )
+    assert hydrator.route(RawRecord("raw", 0, 0, one, None)) == f'{{"id":{WIDE + 1}}}'
+
+
+# -- parked records are capped ---------------------------------------------------------------------
+
+
+def _parked_key(settings: HydrationSettings) -> tuple[Hydrator, StateRecord]:
+    """A CREATE from a key change (its old image not here yet) parks the new key."""
+    hydrator = Hydrator(settings)
+    create = event(after={"id": 1, "v": "__debezium_unavailable_value"}, source={"lsn": 10})
+    headers = (("__debezium.oldkey", b'{"id":0}'),)
+    out = hydrator.process(None, RawRecord("raw", 0, 0, KEY, create, headers), 0)
+    assert out.state.is_parked
+    return hydrator, out.state
+
+
+def test_parked_records_are_capped_by_count() -> None:
+    hydrator, state = _parked_key(HydrationSettings(max_parked_records=3))
+    results = []
+    for offset in range(1, 5):
+        update = event(op="u", source={"lsn": 10 + offset})
+        out = hydrator.process(state, RawRecord("raw", 0, offset, KEY, update), 0)
+        state = out.state
+        results.append(out)
+    assert len(state.parked) == 3
+    assert [len(r.dead) for r in results] == [0, 0, 1, 1]
+    assert "3 wait already, at most 3" in results[-1].dead[0].reason
+    assert results[-1].counts == {"dead_letters": 1, "parked_overflow": 1}
+
+
+def test_parked_records_are_capped_by_bytes_and_record_size() -> None:
+    hydrator, state = _parked_key(HydrationSettings(max_parked_bytes=600, max_record_bytes=500))
+    small = event(op="u", source={"lsn": 11})
+    out = hydrator.process(state, RawRecord("raw", 0, 1, KEY, small), 0)
+    assert not out.dead and len(out.state.parked) == 2
+    medium = event(op="u", after={"id": 1, "v": "m" * 400}, source={"lsn": 12})
+    out = hydrator.process(out.state, RawRecord("raw", 0, 2, KEY, medium), 0)
+    assert "over the 600-byte limit" in out.dead[0].reason
+    # the record size limit holds for parked records too
+    large = event(op="u", after={"id": 1, "v": "l" * 600}, source={"lsn": 13})
+    out = hydrator.process(out.state, RawRecord("raw", 0, 3, KEY, large), 0)
+    assert "over the 500-byte limit" in out.dead[0].reason and len(out.state.parked) == 2
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        [1, "raw", '{"id":1}', '{"id":0}', None, ["a"], "raw:1:7", None],
+        [1, "raw", '{"id":1}', 5, None, None, "raw:1:7", None],
+        [1, "raw", '{"id":1}', '{"id":0}', [1], None, "raw:1:7", None],
+        [1, "raw", '{"id":1}', '{"id":0}', None, None, "raw:1:7", "not bytes"],
+        [1, "raw"],
+        "not a list",
+    ],
+)
+def test_handoff_bytes_of_the_wrong_shape_do_not_decode(body: object) -> None:
+    with pytest.raises(ValueError):
+        Handoff.decode(msgpack.packb(body, use_bin_type=True))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import msgpack
 import orjson
 import pytest
 from hypothesis import given
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 from hydrator.core import Handoff, Hydrator, RawRecord
 from hydrator.core.keys import canonical_key
 from hydrator.formats.placeholders import PlaceholderForms
-from state.codec import FORMAT_V1, StateFormatError, decode_state, encode_state
+from state.codec import FORMAT_V1, FORMAT_V2, StateFormatError, decode_state, encode_state
 from state.record import StateRecord
 from tests.support.debezium_model import envelope_schema
 
@@ -158,7 +159,58 @@ def test_a_new_row_keeps_every_other_field(
     assert record.with_row(image, pos, deleted, now_ms) == expected
 
 
-@pytest.mark.parametrize("data", [b"", b"\x09abc", b"\x01\xc1"])
+wide_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@given(st.dictionaries(st.text(), wide_values, max_size=5), st.integers())
+def test_state_holds_integers_of_any_width(image: dict[str, Any], number: int) -> None:
+    image = {**image, "n": number}
+    record = StateRecord(image=image)
+    handoff = Handoff("t", "new", "old", image, None, "t:0:1")
+    data = encode_state(StateRecord(image=image, handoffs=(handoff,)))
+    wide = any(not -(2**63) <= n < 2**64 for n in _integers(image))
+    assert data[0] == (FORMAT_V2 if wide else FORMAT_V1)
+    assert decode_state(data) == StateRecord(image=image, handoffs=(handoff,))
+    assert Handoff.decode(handoff.encode()) == handoff
+    assert decode_state(encode_state(record)).image == image
+
+
+def _integers(value: Any) -> list[int]:
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, list):
+        return [n for item in value for n in _integers(item)]
+    return [value] if type(value) is int else []
+
+
+def test_state_written_by_the_previous_release_is_read() -> None:
+    """Format 1 as the release before wide integers wrote it: plain msgpack."""
+    old_handoff = msgpack.packb([1, "t", "n", "o", {"a": 1}, [5], "t:0:1", None], use_bin_type=True)
+    body = [{"a": 1}, [7], False, 123, [old_handoff], [["t", 0, 4, b"k", b"v", [["h", b"x"]], 9]]]
+    data = bytes([FORMAT_V1]) + msgpack.packb([*body, "o", 100], use_bin_type=True)
+    state = decode_state(data)
+    assert state.image == {"a": 1} and state.pos == (7,) and state.updated_at_ms == 123
+    assert state.handoffs[0].pos == (5,) and state.parked[0].headers == (("h", b"x"),)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"\x09abc",
+        b"\x01\xc1",
+        b"\x01" + msgpack.packb([1, 2]),
+        b"\x01" + msgpack.packb([None, None, False, 0, [b"xx"], [], None, None]),
+        b"\x01" + msgpack.packb([None, None, False, 0, [], [[1]], None, None]),
+        b"\x02" + msgpack.packb([msgpack.ExtType(9, b"x")] + [None] * 7),
+        b"\x02" + msgpack.packb([msgpack.ExtType(1, b"x1")] + [None] * 7),
+        b"\x01" + msgpack.packb([None, 5, False, 0, [], [], None, None]),
+    ],
+)
 def test_unreadable_state_bytes_raise_a_clear_error(data: bytes) -> None:
     with pytest.raises(StateFormatError):
         decode_state(data)
