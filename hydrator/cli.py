@@ -268,6 +268,22 @@ def cli() -> None:
     envvar=_env("max_record_bytes"),
 )
 @click.option(
+    "--max-parked-records",
+    type=click.IntRange(min=1),
+    default=1000,
+    show_default=True,
+    envvar=_env("max_parked_records"),
+    help="Records one key may hold while its key change waits; more go to the DLQ.",
+)
+@click.option(
+    "--max-parked-bytes",
+    type=Size(),
+    default="8MB",
+    show_default=True,
+    envvar=_env("max_parked_bytes"),
+    help="Bytes one key's waiting records may take; more go to the DLQ.",
+)
+@click.option(
     "--commit-interval",
     type=Duration(),
     default="100ms",
@@ -382,6 +398,8 @@ def build_config(options: dict[str, Any]) -> RunConfig:
         handoff_timeout_ms=options["handoff_timeout"],
         state_ttl_ms=options["state_ttl"],
         max_record_bytes=options["max_record_bytes"],
+        max_parked_records=options["max_parked_records"],
+        max_parked_bytes=options["max_parked_bytes"],
     )
     _check_placeholder(hydration)
     _check_format(options["format_"], hydration)

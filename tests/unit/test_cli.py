@@ -240,3 +240,15 @@ def test_env_var_lists_split_on_commas(captured: list[RunConfig]) -> None:
     result = invoke(["run"], env=env)
     assert result.exit_code == 0, result.output
     assert captured[0].input_topics == ("a", "b", "c")
+
+
+def test_parked_caps_default_and_read_from_options_and_env(captured: list[RunConfig]) -> None:
+    assert invoke(BASE).exit_code == 0
+    assert captured[-1].hydration.max_parked_records == 1000
+    assert captured[-1].hydration.max_parked_bytes == 8 * 1024 * 1024
+    result = invoke([*BASE, "--max-parked-records", "5"], env={"HYDRATOR_MAX_PARKED_BYTES": "64KB"})
+    assert result.exit_code == 0, result.output
+    assert captured[-1].hydration.max_parked_records == 5
+    assert captured[-1].hydration.max_parked_bytes == 64 * 1024
+    result = invoke([*BASE, "--max-parked-records", "0"])
+    assert result.exit_code == 2 and "--max-parked-records" in result.output
