@@ -220,3 +220,62 @@ def test_the_sink_needs_no_other_column_beside_packed_records() -> None:
             {"kafka.bootstrap.servers": "b:9092"},
             StructType([StructField("packed", BinaryType())]),
         )
+
+
+WIDE = 123456789012345678901234567890  # wider than 64 bits
+POISON = [
+    (b"[" * 1000, event(1, 10, "x"), None),
+    (b'{"id":1}', event(1, 11, "x"), [("__debezium.oldkey", b"[" * 1000)]),
+    (b'{"id":"\\ud800"}', event(1, 12, "x"), None),
+    (b'{"id":1}', event(1, 13, "x").replace(b'\\"13\\"', b'\\"' + b"9" * 30 + b'\\"'), None),
+    (
+        b'{"id":1}',
+        orjson.dumps({"schema": {"fields": 5}, "payload": {"op": "c", "after": {"id": 1}}}),
+        None,
+    ),
+]
+
+
+def test_poison_records_are_dead_letters_and_wide_integers_stay_exact() -> None:
+    states: dict[str, FakeState] = {}
+    wide_key = b'{"id":%d}' % WIDE
+    wide_event = event(2, 20, "d").replace(b'"n":20', b'"n":%d' % WIDE)
+    rows = [(TOPIC, 0, i, k, v, headers_json(h), 0) for i, (k, v, h) in enumerate(POISON)]
+    rows.append((TOPIC, 0, 10, wide_key, wide_event, None, 0))
+    out = run(rows, states)
+    dead = [r for r in records_of(out) if r["topic"] == "app-dlq"]
+    assert sorted(r["value"] for r in dead) == sorted(v for _, v, _ in POISON)
+    assert all(dict(r["headers"])["hydrator.error"] for r in dead)
+    (good,) = [r for r in records_of(out) if r["topic"] == "out"]
+    assert good["value"] == wide_event
+    # the wide integer is in the key's state, exactly, and fills the next event
+    update = event(2, 21, PLACEHOLDER).replace(b'"n":21', b'"n":%d' % (WIDE + 1))
+    (filled,) = records_of(run([(TOPIC, 0, 11, wide_key, update, None, 0)], states))
+    document = orjson.loads(filled["value"].replace(b"%d" % (WIDE + 1), b"0"))
+    assert document["after"]["doc"] == "d" and b"%d" % (WIDE + 1) in filled["value"]
+
+
+def test_an_unreadable_handoff_is_a_dead_letter_and_the_key_goes_on() -> None:
+    states: dict[str, FakeState] = {}
+    run([(TOPIC, 1, 0, b'{"id":7}', event(7, 100, "d"), None, 0)], states)
+    group = f'{TOPIC}\x00{{"id":7}}'
+    rows = [(TOPICS.handoff, 1, 3, group.encode(), b"\x93not a handoff", None, 0)]
+    out = run(rows, states)
+    (dead,) = records_of(out)
+    assert dead["topic"] == "app-dlq" and dead["value"] == b"\x93not a handoff"
+    assert dict(dead["headers"])["hydrator.error"].startswith(b"unreadable handoff: ")
+    update = (TOPIC, 1, 1, b'{"id":7}', event(7, 101, PLACEHOLDER), None, 0)
+    (filled,) = records_of(run([update], states))
+    assert orjson.loads(filled["value"])["after"]["doc"] == "d"
+
+
+def test_an_unreadable_state_is_counted_and_the_key_starts_afresh() -> None:
+    states: dict[str, FakeState] = {}
+    run([(TOPIC, 1, 0, b'{"id":7}', event(7, 100, "d"), None, 0)], states)
+    (state,) = states.values()
+    state.value = (stateful.STATE_SCHEMA_VERSION, b"\x01\xc1garbage")
+    out = run([(TOPIC, 1, 1, b'{"id":7}', event(7, 101, PLACEHOLDER), None, 0)], states)
+    (emitted,) = records_of(out)
+    assert dict(emitted["headers"])["hydrator.unresolved"] == b"doc"
+    assert counts_of(out)["state_unreadable"] == 1
+    assert state.value[1][0] == 1  # written again, readable

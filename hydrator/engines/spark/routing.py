@@ -92,7 +92,9 @@ def route(
             ):
                 if topic == handoff_topic:
                     kind = KIND_HANDOFF
-                    group = key.decode() if key is not None else TICK
+                    # a handoff's key is its group; bytes someone else wrote there still
+                    # get one (the group function dead-letters what does not decode)
+                    group = key.decode("utf-8", "replace") if key is not None else TICK
                 else:
                     kind = KIND_INPUT
                     group = known.get((topic, key)) if key is not None else None

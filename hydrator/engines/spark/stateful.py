@@ -13,6 +13,7 @@ its last row, as an array Spark sums into the query's observed metrics.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -31,10 +32,13 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from hydrator.core import Handoff, HydrationSettings, Hydrator, RawRecord, Transition
+from hydrator.core import DeadLetter, Handoff, HydrationSettings, Hydrator, RawRecord, Transition
+from hydrator.core.hydrator import failure_reason
 from hydrator.engines.spark.kafka_sink import pack_records
 from state.codec import decode_state, encode_state
 from state.record import StateRecord
+
+log = logging.getLogger("hydrator.spark")
 
 KIND_INPUT = 0
 KIND_HANDOFF = 1
@@ -62,6 +66,9 @@ COUNTERS = (
     "handoffs_sent",
     "handoffs_applied",
     "handoff_timeouts",
+    "parked_overflow",
+    "state_unreadable",
+    "rows_unreadable",
 )
 OUTPUT_SCHEMA = StructType(
     [StructField("records", BinaryType()), StructField("counts", ArrayType(LongType()))]
@@ -90,7 +97,10 @@ def group_function(
         key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: GroupState
     ) -> Iterator[pd.DataFrame]:
         hydrator = hydrator_for(settings, format)
-        step = _GroupStep(hydrator, topics, key[0], _load(state))
+        loaded, unreadable = _load(state)
+        step = _GroupStep(hydrator, topics, key[0], loaded)
+        if unreadable:
+            step.counts["state_unreadable"] = 1
         now_ms = int(time.time() * 1000)
         if state.hasTimedOut:
             step.apply(hydrator.tick(step.state, now_ms) if step.state else Transition(None), 0)
@@ -139,21 +149,43 @@ class _GroupStep:
         handoffs for this key (a CREATE parked by an input meets its handoff in the same call)."""
         hydrator = self.hydrator
         for kind, partition, offset, topic, key, value, headers, timestamp in sorted(
-            map(unpack_record, packed), key=_order
+            self._unpacked(packed), key=_order
         ):
+            record = RawRecord(topic, partition, offset, key, value, headers or (), timestamp)
             if kind == KIND_HANDOFF:
                 if key is None:
                     continue  # a tick: it only made this batch run
-                handoff = Handoff.decode(value)
+                try:
+                    handoff = Handoff.decode(value)
+                except Exception as exc:  # anyone can write to the handoff topic
+                    reason = f"unreadable handoff: {failure_reason(exc)}"
+                    dead = DeadLetter(record, reason)
+                    failed = Transition(self.state, dead=(dead,), counts={"dead_letters": 1})
+                    self.apply(failed, partition)
+                    continue
                 self.apply(hydrator.receive_handoff(self.state, handoff, now_ms), partition)
                 continue
-            record = RawRecord(topic, partition, offset, key, value, headers or (), timestamp)
             # only a stateless group can hold an undecodable key; others were routed by it
             routed = hydrator.route(record) if self.stateless else None
             if routed is not None and not isinstance(routed, str):
                 self.apply(Transition(None, dead=(routed,), counts={"dead_letters": 1}), partition)
                 continue
             self.apply(hydrator.process(self.state, record, now_ms), partition)
+
+    def _unpacked(self, packed: list[bytes]) -> list[tuple[Any, ...]]:
+        """The routed rows; one that does not unpack (routing wrote it, so this is not the
+        input's doing) is logged and counted, and the others go on."""
+        rows = []
+        for cell in packed:
+            try:
+                row = unpack_record(cell)
+                if len(row) != 8:
+                    raise ValueError(f"{len(row)} fields, not 8")
+                rows.append(row)
+            except Exception as exc:
+                log.warning("skipping a routed row that does not unpack: %s", failure_reason(exc))
+                self.counts["rows_unreadable"] = self.counts.get("rows_unreadable", 0) + 1
+        return rows
 
     def apply(self, transition: Transition, partition: int) -> None:
         self.state = None if self.stateless else transition.state
@@ -203,13 +235,20 @@ class _GroupStep:
         return cells, [None] * (len(cells) - 1) + [metrics]
 
 
-def _load(state: GroupState) -> StateRecord | None:
+def _load(state: GroupState) -> tuple[StateRecord | None, bool]:
+    """The key's state, and whether what Spark kept could not be read: that is warned about,
+    counted, and the key starts again without state, so one damaged state record cannot stop
+    the query."""
     if not state.exists:
-        return None
-    version, record = state.get
-    if version != STATE_SCHEMA_VERSION:
-        raise ValueError(f"Spark state schema version {version} is newer than this release")
-    return decode_state(record)
+        return None, False
+    try:
+        version, record = state.get
+        if version != STATE_SCHEMA_VERSION:
+            raise ValueError(f"Spark state schema version {version}, this release reads 1")
+        return decode_state(record), False
+    except Exception as exc:
+        log.warning("state of a key is unreadable, starting it afresh: %s", failure_reason(exc))
+        return None, True
 
 
 def _store(state: GroupState, record: StateRecord | None, hydrator: Hydrator, now_ms: int) -> None:
