@@ -1,4 +1,4 @@
-"""Topic administration the engines need: partition counts and create-if-absent."""
+"""Topic administration the engines need: partition counts, create-if-absent and size limits."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
 DEFAULT_TIMEOUT_S = 30.0
 
@@ -65,6 +65,27 @@ def ensure_topics(
                 raise
     _wait_visible(admin, [s.name for s in missing], timeout_s)
     return created
+
+
+def max_message_bytes(
+    admin: AdminClient, topics: Iterable[str], timeout_s: float = DEFAULT_TIMEOUT_S
+) -> dict[str, int | None]:
+    """Each topic's `max.message.bytes` (DescribeConfigs); None where the broker does not say
+    (Tansu answers with no entries)."""
+    names = list(dict.fromkeys(topics))
+    if not names:
+        return {}
+    resources = [ConfigResource(ResourceType.TOPIC, name) for name in names]
+    futures = admin.describe_configs(resources, request_timeout=timeout_s)
+    limits: dict[str, int | None] = {}
+    for resource, future in futures.items():
+        try:
+            entry = future.result(timeout_s).get("max.message.bytes")
+        except KafkaException:
+            entry = None
+        value = entry.value if entry is not None else None
+        limits[resource.name] = int(value) if value and value.isdigit() else None
+    return limits
 
 
 def _wait_visible(admin: AdminClient, names: list[str], timeout_s: float) -> None:

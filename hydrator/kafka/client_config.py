@@ -59,7 +59,7 @@ def parse_properties(items: Iterable[str]) -> dict[str, str]:
         name = name.strip()
         if not sep:
             raise ClientConfigError(
-                f"the {_ordinal(n)} item is not NAME=VALUE (no '='); it is not shown, as it may "
+                f"the {_ordinal(n)} item is not name=value (no '='); it is not shown, as it may "
                 "hold a secret"
             )
         if not _NAME.fullmatch(name):

@@ -19,17 +19,18 @@ from hydrator.engines.embedded.available_now import AvailableNow
 from hydrator.engines.embedded.loop import StreamLoop
 from hydrator.engines.embedded.progress import Progress
 from hydrator.engines.embedded.restore import Restorer
-from hydrator.engines.embedded.state_dir import StateDirectory, StateDirLocked
-from hydrator.engines.embedded.topics import TopologyError, prepare_topology
+from hydrator.engines.embedded.sized_sink import SizeCheckedSink
+from hydrator.engines.embedded.state_dir import StateDirectory, StateDirLocked, StateDirUnusable
+from hydrator.engines.embedded.topics import TopologyError, prepare_topology, record_limits
 from hydrator.engines.embedded.topology import Topology
 from hydrator.engines.embedded.transaction import TransactionalWriter
-from hydrator.kafka.client_config import ClientConfigError, ClientSettings
+from hydrator.kafka.client_config import ClientConfigError, ClientSettings, client_error
 from hydrator.kafka.offsets import OffsetProbe
 
 log = logging.getLogger(__name__)
 
 # Problems of configuration rather than of running: the CLI exits 2 for them.
-CONFIG_ERRORS = (ConfigError, ClientConfigError, TopologyError, StateDirLocked)
+CONFIG_ERRORS = (ConfigError, ClientConfigError, TopologyError, StateDirLocked, StateDirUnusable)
 
 # Tunable through -X; the engine's managed settings are in the functions below.
 CONSUMER_DEFAULTS: dict[str, Any] = {
@@ -47,9 +48,6 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
     "transaction.timeout.ms": 30_000,
     # Java-compatible key hashing for anything produced without an explicit partition.
     "partitioner": "murmur2_random",
-    # Hydrated rows and state records carry whole TOASTed values: the client must not be the
-    # limit (the topics' max.message.bytes still applies).
-    "message.max.bytes": 64 * 1024 * 1024,
 }
 
 
@@ -67,10 +65,11 @@ class EmbeddedEngine:
     def run(self) -> None:
         config = self.config
         clients = ClientSettings(config.bootstrap_servers, config.kafka_properties)
-        topology = self._topology(clients)
+        # The state directory first: a bad --state-dir must not leave topics behind.
         state_dir = StateDirectory(config.state_dir, config.application_id)
         state_dir.lock()
         try:
+            topology = self._topology(clients)
             self._run(clients, topology, state_dir)
         finally:
             state_dir.unlock()
@@ -78,12 +77,19 @@ class EmbeddedEngine:
     def _run(self, clients: ClientSettings, topology: Topology, state_dir: StateDirectory) -> None:
         config = self.config
         restore = {"group.id": f"{config.application_id}-restore"}
-        producer = _client(Producer, clients.producer(self._producer_settings(state_dir)))
+        producer_config = clients.producer(self._producer_settings(state_dir, topology))
+        producer = _client(Producer, producer_config)
         consumer = _client(Consumer, clients.consumer(self._consumer_settings()))
         probe = OffsetProbe(clients.consumer(restore))
         restorer = Restorer(clients.consumer(restore), probe, topology.changelog_topic)
         writer = TransactionalWriter(producer, topology)
-        assignment = Assignment(topology, state_dir, restorer, self.hydrator, writer, self.counts)
+        limits = record_limits(
+            _client(AdminClient, clients.admin()),
+            topology,
+            int(producer_config["message.max.bytes"]),
+        )
+        sink = SizeCheckedSink(writer, limits, topology, self.counts)
+        assignment = Assignment(topology, state_dir, restorer, self.hydrator, sink, self.counts)
         try:
             writer.init()
             available_now = (
@@ -125,6 +131,7 @@ class EmbeddedEngine:
             config.input_topics,
             config.output_topic,
             config.output_suffix,
+            config.hydration.max_record_bytes,
         )
 
     def _consumer_settings(self) -> dict[str, Any]:
@@ -138,9 +145,14 @@ class EmbeddedEngine:
             "partition.assignment.strategy": "range",
         }
 
-    def _producer_settings(self, state_dir: StateDirectory) -> dict[str, Any]:
+    def _producer_settings(self, state_dir: StateDirectory, topology: Topology) -> dict[str, Any]:
+        limits = topology.limits
         return {
             **PRODUCER_DEFAULTS,
+            # Large enough for every record the engine's topics take (-X may lower it; the size
+            # checks then use the lower value), and batches that fit the smallest of them.
+            "message.max.bytes": limits.producer,
+            "batch.size": min(1_000_000, limits.output, limits.handoff, limits.dlq),
             "transactional.id": f"{self.config.application_id}-{state_dir.process_id()}",
             "enable.idempotence": True,
         }
@@ -164,7 +176,10 @@ def _client(kind: Any, config: dict[str, Any]) -> Any:
         return kind(config)
     except (KafkaException, ValueError) as exc:
         reason = exc.args[0].str() if isinstance(exc, KafkaException) else str(exc)
-        raise ClientConfigError(f"-X / --kafka-property: {reason}") from None
+        # Never echo a value: it may be a secret.
+        values = {k: v for k, v in config.items() if isinstance(v, str)}
+        values.pop("bootstrap.servers", None)
+        raise client_error(reason, values) from None
 
 
 class _stop_on_signals:

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from confluent_kafka.admin import AdminClient
 
 from hydrator.engines.embedded.topology import Topology
-from hydrator.kafka.admin import ensure_topics, partition_counts
+from hydrator.kafka.admin import ensure_topics, max_message_bytes, partition_counts
+from hydrator.kafka.record_limits import RecordLimits, TopicLimits
 
 log = logging.getLogger(__name__)
 
@@ -38,15 +39,32 @@ def prepare_topology(
     inputs: Sequence[str],
     output_topic: str | None,
     output_suffix: str | None,
+    max_record_bytes: int | None = None,
 ) -> Topology:
     outputs = output_topics(inputs, output_topic, output_suffix)
     partitions = _input_partitions(admin, inputs)
     topology = Topology(application_id, outputs, partitions)
+    if max_record_bytes is not None:
+        limits = TopicLimits.for_max_record_bytes(max_record_bytes)
+        topology = Topology(application_id, outputs, partitions, limits)
     _check_existing(admin, topology)
     created = ensure_topics(admin, topology.created_topics())
     for name in created:
         log.info("created topic %s with %d partitions", name, partitions)
     return topology
+
+
+def record_limits(admin: AdminClient, topology: Topology, producer_limit: int) -> RecordLimits:
+    """The size limit of every topic the engine writes: what the broker says (DescribeConfigs),
+    else what the engine creates the topic with; never above the producer's own limit."""
+    specs = topology.created_topics()
+    created = {spec.name: int(spec.config["max.message.bytes"]) for spec in specs}
+    described = max_message_bytes(admin, created)
+    limits = {name: described[name] or created[name] for name in created}
+    small = {name: n for name, n in limits.items() if n < created[name]}
+    for name, n in small.items():
+        log.info("topic %s takes records up to %d bytes; larger ones go to the DLQ", name, n)
+    return RecordLimits(topology.dlq_topic, limits, producer_limit)
 
 
 def _input_partitions(admin: AdminClient, inputs: Sequence[str]) -> int:

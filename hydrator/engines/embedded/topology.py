@@ -7,11 +7,15 @@ topic and of the state changelog, and writes its outputs and dead letters to par
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hydrator.core.records import Handoff
+from hydrator.core.settings import HydrationSettings
 from hydrator.kafka.admin import TopicSpec
 from hydrator.kafka.partitioner import partition_for_key
+from hydrator.kafka.record_limits import TopicLimits
+
+_DEFAULT_LIMITS = TopicLimits.for_max_record_bytes(HydrationSettings().max_record_bytes)
 
 
 @dataclass(frozen=True)
@@ -19,6 +23,8 @@ class Topology:
     application_id: str
     outputs: Mapping[str, str]  # input topic -> output topic
     partitions: int
+    # max.message.bytes of the topics the engine creates (from --max-record-bytes)
+    limits: TopicLimits = field(default=_DEFAULT_LIMITS)
 
     @property
     def inputs(self) -> tuple[str, ...]:
@@ -54,12 +60,23 @@ class Topology:
 
     def created_topics(self) -> list[TopicSpec]:
         """What the engine creates when absent: outputs and internal topics, partitioned like the
-        input."""
+        input, each with the record size limit its records need."""
         p = self.partitions
-        specs = [TopicSpec(out, p) for out in dict.fromkeys(self.outputs.values())]
+        limits = self.limits
+
+        def sized(n: int) -> dict[str, str]:
+            return {"max.message.bytes": str(n)}
+
+        specs = [TopicSpec(out, p, sized(limits.output)) for out in self.output_topics]
         specs += [
-            TopicSpec(self.handoff_topic, p),
-            TopicSpec(self.changelog_topic, p, {"cleanup.policy": "compact"}),
-            TopicSpec(self.dlq_topic, p),
+            TopicSpec(self.handoff_topic, p, sized(limits.handoff)),
+            TopicSpec(
+                self.changelog_topic, p, {"cleanup.policy": "compact", **sized(limits.changelog)}
+            ),
+            TopicSpec(self.dlq_topic, p, sized(limits.dlq)),
         ]
         return specs
+
+    @property
+    def output_topics(self) -> list[str]:
+        return list(dict.fromkeys(self.outputs.values()))

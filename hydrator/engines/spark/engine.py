@@ -12,18 +12,21 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Producer
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
 from hydrator.config import RunConfig
+from hydrator.engines.embedded.state_dir import check_writable
 from hydrator.engines.embedded.topics import TopologyError, output_topics
 from hydrator.engines.spark.parked import parked_summary
 from hydrator.engines.spark.query import COUNTERS, OBSERVATION, QuerySpec, writer
 from hydrator.engines.spark.session import spark_session
 from hydrator.engines.spark.stateful import Topics
-from hydrator.kafka.admin import TopicSpec, ensure_topics, partition_counts
+from hydrator.kafka.admin import TopicSpec, ensure_topics, max_message_bytes, partition_counts
+from hydrator.kafka.client_config import ClientSettings, client_error
+from hydrator.kafka.record_limits import TopicLimits
 
 log = logging.getLogger("hydrator.spark")
 TRIGGER_INTERVAL = "500 milliseconds"
@@ -46,11 +49,15 @@ class SparkEngine:
 
     # -- set-up --------------------------------------------------------------------------------
 
-    def _topics(self) -> tuple[Topics, int]:
+    def _topics(self) -> tuple[Topics, int, dict[str, int]]:
+        """The topics, their partition count, and the size limit of each topic written."""
         config = self.config
-        admin = AdminClient(
-            {"bootstrap.servers": config.bootstrap_servers, **config.kafka_properties}
-        )
+        settings = ClientSettings(config.bootstrap_servers, config.kafka_properties).admin()
+        try:
+            admin = AdminClient(settings)
+        except (KafkaException, ValueError) as exc:
+            reason = exc.args[0].str() if isinstance(exc, KafkaException) else str(exc)
+            raise client_error(reason, dict(config.kafka_properties)) from None
         counts = partition_counts(admin, config.input_topics)
         missing = [topic for topic, count in counts.items() if count is None]
         if missing:
@@ -58,13 +65,21 @@ class SparkEngine:
         partitions = max(count for count in counts.values() if count)
         outputs = output_topics(config.input_topics, config.output_topic, config.output_suffix)
         topics = Topics(outputs, f"{config.application_id}-handoff", f"{config.application_id}-dlq")
-        specs = [TopicSpec(name, partitions) for name in dict.fromkeys(outputs.values())]
-        specs += [TopicSpec(topics.handoff, partitions), TopicSpec(topics.dlq, partitions)]
+        limits = TopicLimits.for_max_record_bytes(config.hydration.max_record_bytes)
+
+        def spec(name: str, max_bytes: int) -> TopicSpec:
+            return TopicSpec(name, partitions, {"max.message.bytes": str(max_bytes)})
+
+        specs = [spec(name, limits.output) for name in dict.fromkeys(outputs.values())]
+        specs += [spec(topics.handoff, limits.handoff), spec(topics.dlq, limits.dlq)]
         for name in ensure_topics(admin, specs):
             log.info("created topic %s with %d partitions", name, partitions)
-        return topics, partitions
+        # What the broker says, else what the engine creates the topic with (as embedded).
+        described = max_message_bytes(admin, [s.name for s in specs])
+        sizes = {s.name: described[s.name] or int(s.config["max.message.bytes"]) for s in specs}
+        return topics, partitions, sizes
 
-    def _spec(self, topics: Topics) -> QuerySpec:
+    def _spec(self, topics: Topics, sizes: Mapping[str, int]) -> QuerySpec:
         config = self.config
         return QuerySpec(
             bootstrap_servers=config.bootstrap_servers,
@@ -75,18 +90,24 @@ class SparkEngine:
             format=config.format,
             kafka_properties=dict(config.kafka_properties),
             max_offsets_per_trigger=self.max_offsets_per_trigger,
+            max_message_bytes=dict(sizes),
+            producer_max_bytes=TopicLimits.for_max_record_bytes(
+                config.hydration.max_record_bytes
+            ).producer,
         )
 
     # -- running -------------------------------------------------------------------------------
 
     def run(self) -> None:
-        topics, partitions = self._topics()
+        # The state directory first: a bad --state-dir must not leave topics behind.
+        check_writable(self.checkpoint.parent)
+        topics, partitions, sizes = self._topics()
         spark = spark_session(
             self.config.application_id, self.master, partitions * 2, self.spark_conf
         )
         progress = _Progress(self.config.progress_interval_s)
         spark.streams.addListener(progress)
-        spec = self._spec(topics)
+        spec = self._spec(topics, sizes)
         try:
             if self.config.available_now:
                 self._available_now(spark, spec)

@@ -14,7 +14,10 @@ or, instead of all of those, one column
              pass of its own turns them into columns; a null row is skipped.
 
 Options: `kafka.*` go to the producer (SASL/SSL, compression, ...); `topic`; `flushTimeoutMs`
-(default 120000).
+(default 120000); `dlqTopic` and `maxMessageBytes` (`topic=bytes,...`): with a dead-letter topic
+every record is measured before it is produced (hydrator/kafka/record_limits.py): one too large
+for its topic (the listed limit, else the producer's `message.max.bytes`) goes to the dead-letter
+topic with the reason, truncated if it does not fit there either.
 
 Delivery is at-least-once: every task produces its rows with an idempotent producer (no
 duplicates from the client's own retries), then flushes and raises if any record failed or is
@@ -25,6 +28,7 @@ the checkpoint. A retried batch may write records again (DESIGN §5: consumers d
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +48,12 @@ from pyspark.sql.types import (
 )
 
 from hydrator.engines.spark.kafka_options import KafkaOptionError, client_config, int_option
+from hydrator.kafka.record_limits import RecordLimits
+
+log = logging.getLogger(__name__)
+
+# librdkafka's default `message.max.bytes`, the limit when the configuration sets none.
+_PRODUCER_DEFAULT_MAX_BYTES = 1_000_000
 
 _BYTES_LIKE = (BinaryType, StringType)
 
@@ -114,6 +124,7 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
         self._config = client_config(options)
         self._default_topic = (options.get("topic") or "").strip() or None
         self._flush_timeout_s = (int_option(options, "flushTimeoutMs", 120_000) or 120_000) / 1000
+        self._limits = record_limits_option(options, self._config)
         self._packed = _check_column(schema, "records", (BinaryType,))
         if self._packed:
             return  # every record names its topic (or takes the option's)
@@ -154,12 +165,15 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
             return 0
         rows = self._packed_rows(batch) if self._packed else self._column_rows(batch)
         default_topic = self._default_topic
+        limits = self._limits
         produce = producer.produce
         written = 0
         for topic, value, key, partition, headers, timestamp in rows:
             target = topic or default_topic
             if target is None:
                 raise ValueError("a record has a null 'topic' and the sink has no 'topic' option")
+            if limits is not None:
+                target, key, value, headers = _checked(limits, target, key, value, headers)
             while True:
                 try:
                     produce(
@@ -206,6 +220,40 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Nothing to undo: delivered records stay (at-least-once), the batch is retried."""
+
+
+def record_limits_option(
+    options: Mapping[str, str], config: Mapping[str, str]
+) -> RecordLimits | None:
+    """`dlqTopic` and `maxMessageBytes` as the sink's size check; None without a dlqTopic."""
+    dlq = (options.get("dlqTopic") or "").strip()
+    if not dlq:
+        return None
+    limits: dict[str, int] = {}
+    for item in (options.get("maxMessageBytes") or "").split(","):
+        if not item.strip():
+            continue
+        topic, _, size = item.rpartition("=")
+        if not topic.strip() or not size.strip().isdigit():
+            raise KafkaOptionError(f"option 'maxMessageBytes': {item!r} is not topic=bytes")
+        limits[topic.strip()] = int(size)
+    producer = str(config.get("message.max.bytes", _PRODUCER_DEFAULT_MAX_BYTES))
+    if not producer.isdigit():
+        raise KafkaOptionError(f"option 'kafka.message.max.bytes' must be a number: {producer!r}")
+    return RecordLimits(dlq, limits, int(producer))
+
+
+def _checked(
+    limits: RecordLimits, topic: str, key: Any, value: Any, headers: Any
+) -> tuple[str, Any, Any, Any]:
+    key_bytes = key.encode() if isinstance(key, str) else key
+    value_bytes = value.encode() if isinstance(value, str) else value
+    checked = limits.check(topic, key_bytes, value_bytes, headers)
+    if checked.topic == topic and checked.value is value_bytes and checked.key is key_bytes:
+        return topic, key, value, headers
+    if checked.dead:
+        log.warning("a record for %s is too large for it: written to %s", topic, checked.topic)
+    return checked.topic, checked.key, checked.value, checked.headers
 
 
 # -- producers, one per Python worker and configuration -----------------------------------------

@@ -39,6 +39,9 @@ class QuerySpec:
     format: str = "auto"
     kafka_properties: Mapping[str, str] | None = None
     max_offsets_per_trigger: int | None = None
+    # max.message.bytes per topic written; records that exceed it go to the DLQ
+    max_message_bytes: Mapping[str, int] | None = None
+    producer_max_bytes: int | None = None  # the sink producer's message.max.bytes
 
 
 def kafka_input(spark: SparkSession, spec: QuerySpec) -> DataFrame:
@@ -85,6 +88,9 @@ def writer(spark: SparkSession, spec: QuerySpec) -> DataStreamWriter:
         .option("checkpointLocation", spec.checkpoint)
         .outputMode("append")
     )
+    if spec.producer_max_bytes is not None:
+        sink = sink.option("kafka.message.max.bytes", str(spec.producer_max_bytes))
     for name, value in (spec.kafka_properties or {}).items():
-        sink = sink.option(f"kafka.{name}", value)
-    return sink
+        sink = sink.option(f"kafka.{name}", value)  # -X may lower message.max.bytes
+    limits = ",".join(f"{t}={n}" for t, n in (spec.max_message_bytes or {}).items())
+    return sink.option("dlqTopic", spec.topics.dlq).option("maxMessageBytes", limits)

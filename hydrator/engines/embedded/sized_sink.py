@@ -1,0 +1,57 @@
+"""The size check in front of the batch transaction: a record too large for its topic becomes a
+dead letter, and a dead letter too large for the dead-letter topic is truncated, before either
+reaches the producer (see hydrator/kafka/record_limits.py)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from hydrator.core.records import HEADER_SOURCE, Handoff, OutputRecord
+from hydrator.engines.embedded.task import Sink
+from hydrator.engines.embedded.topology import Topology
+from hydrator.kafka.record_limits import Produced, RecordLimits
+
+
+class SizeCheckedSink:
+    def __init__(
+        self, sink: Sink, limits: RecordLimits, topology: Topology, counts: Counter[str]
+    ) -> None:
+        self._sink = sink
+        self._limits = limits
+        self._outputs = dict(topology.outputs)
+        self._handoff_topic = topology.handoff_topic
+        self._counts = counts
+
+    def output(self, input_topic: str, record: OutputRecord) -> None:
+        checked = self._limits.check(
+            self._outputs[input_topic], record.key, record.value, record.headers
+        )
+        if checked.dead:
+            self._oversize(record.partition, checked)
+        else:
+            self._sink.output(input_topic, record)
+
+    def dead(self, record: OutputRecord) -> None:
+        checked = self._limits.check(
+            self._limits.dlq_topic, record.key, record.value, record.headers
+        )
+        self._sink.dead(_record(record.partition, checked))
+
+    def handoff(self, partition: int, handoff: Handoff) -> None:
+        key, value = handoff.new_key.encode(), handoff.encode()
+        headers = [(HEADER_SOURCE, handoff.source.encode())]
+        checked = self._limits.check(self._handoff_topic, key, value, headers)
+        if checked.dead:
+            # The new key then waits for --handoff-timeout, as for a lost DELETE.
+            self._oversize(partition, checked)
+        else:
+            self._sink.handoff(partition, handoff)
+
+    def _oversize(self, partition: int, checked: Produced) -> None:
+        self._counts["dead_letters"] += 1
+        self._counts["oversize_records"] += 1
+        self._sink.dead(_record(partition, checked))
+
+
+def _record(partition: int, produced: Produced) -> OutputRecord:
+    return OutputRecord(partition, produced.key, produced.value, tuple(produced.headers or ()))

@@ -1,0 +1,151 @@
+"""Size limits end to end: an oversize input, an output too large for its topic and a record far
+beyond every limit all become dead letters (truncated where needed) and the run exits 0."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+
+from hydrator.core.records import HEADER_ERROR, HEADER_SOURCE
+from hydrator.kafka.record_limits import HEADER_TRUNCATED, TopicLimits, record_bytes
+from tests.harness.cdc_events import PLACEHOLDER, ToastTable, after_of, envelope, key_bytes
+from tests.harness.hydrator_process import run_args, run_to_completion
+from tests.harness.kafka import Broker
+from tests.harness.topics import create_topic, produce, read_topic
+
+pytestmark = pytest.mark.integration
+
+MB = 1024 * 1024
+
+
+def produce_large(bootstrap: str, topic: str, records: list[tuple[bytes, bytes, list]]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "message.max.bytes": 200 * MB})
+    for key, value, headers in records:
+        producer.produce(topic, value, key, partition=0, headers=headers or None)
+        producer.flush(120)
+    assert producer.flush(120) == 0
+
+
+def hydrate(bootstrap: str, app: str, source: str, output: str, tmp: Path, *extra: str) -> None:
+    args = run_args(
+        bootstrap, app, [source], tmp / "state", "--available-now", *extra, output_topic=output
+    )
+    done = run_to_completion(args, timeout_s=300)
+    assert done.returncode == 0, done.stderr[-5000:]
+
+
+def test_an_input_over_max_record_bytes_goes_to_the_dlq(
+    kafka_broker: Broker, unique_name: str, tmp_path: Path
+) -> None:
+    bootstrap = kafka_broker.bootstrap_servers
+    source, output = f"{unique_name}.items", f"{unique_name}.out"
+    create_topic(bootstrap, source, 1)
+    table = ToastTable(doc_size=1000)
+    before = [table.insert(1), table.update(1)]
+    big = envelope("u", None, {"id": 1, "doc": "x" * (2 * MB), "n": 9}, 10_000, "items")
+    after = [table.update(1)]
+    produce_large(bootstrap, source, [*before, (key_bytes(1), big, [("trace", b"t")]), *after])
+
+    hydrate(bootstrap, unique_name, source, output, tmp_path, "--max-record-bytes", "1MB")
+
+    (dead,) = read_topic(bootstrap, f"{unique_name}-dlq")
+    assert dead.value == big  # the original bytes: they fit the dead-letter topic
+    assert dead.key == key_bytes(1) and dead.header("trace") == b"t"
+    assert "over the" in dead.header(HEADER_ERROR).decode()
+    assert dead.header(HEADER_TRUNCATED) is None
+    outputs = read_topic(bootstrap, output)
+    assert [after_of(o.value)[1] for o in outputs] == [
+        table.expected_after[lsn] for lsn in sorted(table.expected_after)
+    ]
+
+
+def test_an_output_too_large_for_its_topic_is_a_dead_letter(
+    kafka_broker: Broker, unique_name: str, tmp_path: Path
+) -> None:
+    """Each input is under --max-record-bytes, but the hydrated row (three large columns, in
+    `after` and in the filled `before`) is over the output topic's limit."""
+    bootstrap = kafka_broker.bootstrap_servers
+    source, output = f"{unique_name}.items", f"{unique_name}.out"
+    create_topic(bootstrap, source, 1)
+    col = 700 * 1024
+    row = {"id": 1, "a": "a" * col, "b": "", "c": "", "n": 0}
+    events = [envelope("c", None, row, 1, "wide")]
+    row = {**row, "a": PLACEHOLDER, "b": "b" * col, "n": 1}
+    events.append(envelope("u", None, row, 2, "wide"))
+    row = {**row, "b": PLACEHOLDER, "c": "c" * col, "n": 2}
+    events.append(envelope("u", None, row, 3, "wide"))  # hydrated: a+b+c in after, a+b in before
+    row = {"id": 1, "a": PLACEHOLDER, "b": PLACEHOLDER, "c": PLACEHOLDER, "n": 3}
+    events.append(envelope("u", None, row, 4, "wide"))  # still too large once filled
+    small = {"id": 2, "a": "x", "b": "y", "c": "z", "n": 0}
+    events.append(envelope("c", None, small, 5, "wide"))
+    keys = [key_bytes(1)] * 4 + [key_bytes(2)]
+    assert all(len(e) < MB for e in events)
+    produce(bootstrap, source, [(k, e, []) for k, e in zip(keys, events, strict=True)])
+
+    hydrate(bootstrap, unique_name, source, output, tmp_path, "--max-record-bytes", "1MB")
+
+    limits = TopicLimits.for_max_record_bytes(MB)
+    outputs = read_topic(bootstrap, output)
+    assert [after_of(o.value)[0] for o in outputs] == [1, 2, 5]
+    dead = read_topic(bootstrap, f"{unique_name}-dlq")
+    assert len(dead) == 2
+    for record, lsn in zip(dead, (3, 4), strict=True):
+        assert record.key == key_bytes(1)
+        assert record.header(HEADER_SOURCE).decode() == f"{source}:0:{lsn - 1}"
+        reason = record.header(HEADER_ERROR).decode()
+        assert output in reason and str(limits.output) in reason
+        assert record_bytes(record.key, record.value, record.headers) <= limits.dlq
+        assert record.header(HEADER_TRUNCATED).decode().startswith("value=")
+    # the state kept the whole row: what comes next is filled
+    assert after_of(outputs[-1].value)[1] == small
+
+
+def test_engine_created_topics_carry_their_size_limits(
+    kafka_broker: Broker, unique_name: str, tmp_path: Path
+) -> None:
+    bootstrap = kafka_broker.bootstrap_servers
+    source, output = f"{unique_name}.items", f"{unique_name}.out"
+    create_topic(bootstrap, source, 1)
+    produce(bootstrap, source, [ToastTable().insert(1)])
+    hydrate(bootstrap, unique_name, source, output, tmp_path, "--max-record-bytes", "2MB")
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    names = [output, f"{unique_name}-handoff", f"{unique_name}-state", f"{unique_name}-dlq"]
+    futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, n) for n in names])
+    described = {r.name: f.result(30).get("max.message.bytes") for r, f in futures.items()}
+    if not any(described.values()):
+        pytest.skip("the broker does not describe topic configs (Tansu)")
+    limits = TopicLimits.for_max_record_bytes(2 * MB)
+    expected = [limits.output, limits.handoff, limits.changelog, limits.dlq]
+    assert [int(described[n].value) for n in names] == expected
+
+
+def test_a_record_far_over_every_limit_is_a_truncated_dead_letter(
+    kafka_broker: Broker, unique_name: str, tmp_path: Path
+) -> None:
+    """A 70 MB value once crash-looped the engine (MSG_SIZE_TOO_LARGE writing its dead letter)."""
+    bootstrap = kafka_broker.bootstrap_servers
+    source, output = f"{unique_name}.items", f"{unique_name}.out"
+    create_topic(bootstrap, source, 1)
+    table = ToastTable(doc_size=500)
+    huge = envelope("u", None, {"id": 1, "doc": "h" * (70 * MB), "n": 1}, 10_000, "items")
+    produce_large(
+        bootstrap,
+        source,
+        [table.insert(1), (key_bytes(1), huge, [("trace", b"kept")]), table.update(1)],
+    )
+
+    hydrate(bootstrap, unique_name, source, output, tmp_path)  # default --max-record-bytes 16MB
+
+    (dead,) = read_topic(bootstrap, f"{unique_name}-dlq", timeout_s=120)
+    limits = TopicLimits.for_max_record_bytes(16 * MB)
+    assert dead.key == key_bytes(1)
+    assert dead.header("trace") == b"kept"
+    assert dead.header(HEADER_SOURCE).decode() == f"{source}:0:1"
+    assert "over the" in dead.header(HEADER_ERROR).decode()
+    assert dead.header(HEADER_TRUNCATED) == f"value={len(huge)}".encode()
+    assert huge.startswith(dead.value) and len(dead.value) < len(huge)
+    assert record_bytes(dead.key, dead.value, dead.headers) <= limits.dlq
+    assert len(read_topic(bootstrap, output)) == 2
