@@ -42,9 +42,14 @@ HEADER_STALE = "hydrator.stale"
 _PASSED_THROUGH = (UnresolvedColumnsError, MemoryError)
 
 
+REASON_CHARS = 1000
+
+
 def failure_reason(exc: BaseException) -> str:
-    """A dead letter's reason for an exception: its type and message."""
-    return f"{type(exc).__name__}: {exc}"
+    """A dead letter's reason for an exception: its type and message (cut short: a message can
+    quote the whole record)."""
+    reason = f"{type(exc).__name__}: {exc}"
+    return reason if len(reason) <= REASON_CHARS else reason[: REASON_CHARS - 3] + "..."
 
 
 class Hydrator:

@@ -85,7 +85,8 @@ class DeadLetter:
     def to_output(self) -> OutputRecord:
         headers = (
             *self.record.headers,
-            (HEADER_ERROR, self.reason.encode()),
+            # a reason can quote the record, lone surrogates and all
+            (HEADER_ERROR, self.reason.encode("utf-8", "backslashreplace")),
             (HEADER_SOURCE, self.record.source.encode()),
         )
         return OutputRecord(self.record.partition, self.record.key, self.record.value, headers)

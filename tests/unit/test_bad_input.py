@@ -357,3 +357,12 @@ def test_parked_records_are_capped_by_bytes_and_record_size() -> None:
 def test_handoff_bytes_of_the_wrong_shape_do_not_decode(body: object) -> None:
     with pytest.raises(ValueError):
         Handoff.decode(msgpack.packb(body, use_bin_type=True))
+
+
+def test_a_reason_quoting_the_record_is_short_and_always_writable() -> None:
+    hydrator = Hydrator()
+    hydrator.codec = _Exploding()  # type: ignore[assignment]
+    hydrator.codec.decode = lambda record: {}["\ud800" * 5000]  # type: ignore[method-assign]
+    (dead,) = hydrator.process(None, RawRecord("raw", 0, 1, KEY, event()), 5).dead
+    assert len(dead.reason) == 1000 and dead.reason.startswith("KeyError: ")
+    assert dict(dead.to_output().headers)[HEADER_ERROR].startswith(b"KeyError: '\\ud800")
