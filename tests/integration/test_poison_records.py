@@ -1,0 +1,119 @@
+"""Poison records amid good events, through both engines against the real broker: each ends in
+the DLQ naming its exception, the engine exits 0, the good events are hydrated, and integers
+wider than 64 bits come out exactly as they went in."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hydrator.core.records import HEADER_ERROR, HEADER_SOURCE
+from tests.harness.cdc_events import Record, ToastTable, after_of
+from tests.harness.hydrator_process import run_args, run_to_completion
+from tests.harness.kafka import Broker
+from tests.harness.poison import POISON, wide_row
+from tests.harness.topics import Consumed, create_topic, produce, read_topic
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 2
+SPARK_TIMEOUT_S = 400
+
+
+def _workload() -> tuple[ToastTable, list[Record], list, list[Record]]:
+    """(table, every record in produce order, the wide rows, the good table events)."""
+    table = ToastTable(doc_size=500)
+    good = list(table.workload(keys=5, updates_per_key=3))
+    wide = [wide_row(n, 10_000 + 10 * n) for n in range(3)]
+    records: list[Record] = []
+    poison = iter(POISON)
+    for i, record in enumerate(good):
+        records.append(record)
+        if i % 2 == 1 and (item := next(poison, None)) is not None:
+            records.append((item.key, item.value, [*item.headers, ("trace", b"kept")]))
+    assert next(poison, None) is None, "more poison than gaps"
+    for row in wide:
+        records += row.records
+    return table, records, wide, good
+
+
+def _check(
+    bootstrap: str, app: str, source: str, output: str, table: ToastTable, wide: list, good: list
+) -> None:
+    dead = read_topic(bootstrap, f"{app}-dlq")
+    by_value = {p.value: p for p in POISON}
+    assert sorted(d.value for d in dead) == sorted(by_value), _reasons(dead)
+    for record in dead:
+        poison = by_value[record.value]
+        assert record.key == poison.key, poison.name  # the original bytes, untouched
+        reason = record.header(HEADER_ERROR).decode()
+        assert reason.startswith(f"{poison.error}: "), (poison.name, reason)
+        assert record.header("trace") == b"kept"
+        assert record.header(HEADER_SOURCE).decode().startswith(f"{source}:")
+
+    outputs = read_topic(bootstrap, output)
+    wide_keys = {row.records[0][0] for row in wide}
+    table_outputs = [o for o in outputs if o.key not in wide_keys]
+    assert len({o.header(HEADER_SOURCE) for o in table_outputs}) == len(good)
+    for out in table_outputs:
+        lsn, after = after_of(out.value)
+        assert after == table.expected_after[lsn]
+    for row in wide:
+        values = [o.value for o in outputs if o.key == row.records[0][0]]
+        assert len(set(values)) == 2, values  # the insert as it was, the update hydrated
+        assert row.records[0][1] in values
+        (update,) = [v for v in values if v != row.records[0][1]]
+        for fragment in row.expected:
+            assert fragment in update, (fragment, update)
+
+
+def _reasons(dead: list[Consumed]) -> list[str]:
+    return [(d.header(HEADER_ERROR) or b"").decode()[:200] for d in dead]
+
+
+def test_poison_records_through_the_embedded_engine(
+    kafka_broker: Broker, unique_name: str, tmp_path: Path
+) -> None:
+    bootstrap = kafka_broker.bootstrap_servers
+    source, output = f"{unique_name}.items", f"{unique_name}.out"
+    create_topic(bootstrap, source, PARTITIONS)
+    table, records, wide, good = _workload()
+    produce(bootstrap, source, records)
+    args = run_args(
+        bootstrap, unique_name, [source], tmp_path / "state", "--available-now", output_topic=output
+    )
+    done = run_to_completion(args)
+    assert done.returncode == 0, done.stderr[-5000:]
+    _check(bootstrap, unique_name, source, output, table, wide, good)
+
+
+def test_poison_records_through_the_spark_engine(
+    kafka_broker: Broker, unique_name: str, tmp_path: Path
+) -> None:
+    bootstrap = kafka_broker.bootstrap_servers
+    source = f"{unique_name}.items"
+    create_topic(bootstrap, source, PARTITIONS)
+    table, records, wide, good = _workload()
+    produce(bootstrap, source, records)
+    args = [
+        "run",
+        "--engine",
+        "spark",
+        "--master",
+        "local[2]",
+        "--bootstrap-servers",
+        bootstrap,
+        "--application-id",
+        unique_name,
+        "--state-dir",
+        str(tmp_path / "state"),
+        "--input-topic",
+        source,
+        "--output-suffix",
+        ".hydrated",
+        "--available-now",
+    ]
+    done = run_to_completion(args, timeout_s=SPARK_TIMEOUT_S)
+    assert done.returncode == 0, done.stderr[-5000:]
+    _check(bootstrap, unique_name, source, f"{source}.hydrated", table, wide, good)
