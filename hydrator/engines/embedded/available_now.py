@@ -3,16 +3,28 @@
 The goal for inputs is their end offsets when the run started. Handoffs are different: processing
 produces them, so they are drained to whatever exists once the inputs are done, and the run ends
 only when no key is parked waiting for one.
+
+The goal is the whole group's, not this instance's: partitions it does not own (another member's,
+or a dead member's until its session expires and the group hands them over) count through the
+group's committed offsets. So a run that got only some partitions keeps polling until the others
+are processed, by their owners or by itself after a rebalance.
 """
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Iterable
 
 from confluent_kafka import Consumer, TopicPartition
 
 from hydrator.engines.embedded.topology import Topology
 from hydrator.kafka.offsets import OffsetProbe
+
+log = logging.getLogger(__name__)
+
+COMMITTED_TIMEOUT_S = 30.0
+WAITING_LOG_S = 10.0
 
 
 class AvailableNow:
@@ -23,6 +35,7 @@ class AvailableNow:
         self.input_ends = probe.ends(
             (topic, p) for topic in topology.inputs for p in range(topology.partitions)
         )
+        self._last_waiting_log = 0.0
 
     def inputs_pending(
         self, owned: Iterable[TopicPartition]
@@ -42,6 +55,64 @@ class AvailableNow:
         mine = [tp for tp in owned if tp.topic == handoff]
         ends = self._probe.ends((tp.topic, tp.partition) for tp in mine)
         return all(self.position(tp) >= ends[(tp.topic, tp.partition)] for tp in mine)
+
+    def group_done(self, owned: Iterable[TopicPartition]) -> bool:
+        """Call once the owned partitions are done: the group's committed offsets of every other
+        input and handoff partition have reached their goals."""
+        owned = list(owned)
+        self._commit_skipped(owned)
+        mine = {(tp.topic, tp.partition) for tp in owned}
+        handoff = self._topology.handoff_topic
+        others = [
+            (topic, p)
+            for topic in (*self._topology.inputs, handoff)
+            for p in range(self._topology.partitions)
+            if (topic, p) not in mine
+        ]
+        if not others:
+            return True
+        goals = dict(self.input_ends)
+        goals.update(self._probe.ends(tp for tp in others if tp[0] == handoff))
+        committed = self._committed(others)
+        behind = sorted({p for (topic, p) in others if committed[topic, p] < goals[topic, p]})
+        if behind and time.monotonic() - self._last_waiting_log >= WAITING_LOG_S:
+            self._last_waiting_log = time.monotonic()
+            log.info(
+                "available-now: this instance is done; waiting for partitions %s, which the "
+                "group has not processed to their end yet (another member owns them, or a "
+                "stopped one until its session expires)",
+                behind,
+            )
+        return not behind
+
+    def _committed(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """The group's committed offsets; the log start where nothing is committed."""
+        tps = [TopicPartition(topic, p) for topic, p in partitions]
+        offsets: dict[tuple[str, int], int] = {}
+        for tp in self._consumer.committed(tps, COMMITTED_TIMEOUT_S):
+            key = (tp.topic, tp.partition)
+            offsets[key] = tp.offset if tp.offset >= 0 else self._probe.watermarks(*key)[0]
+        return offsets
+
+    def _commit_skipped(self, owned: list[TopicPartition]) -> None:
+        """Commit positions that moved past transaction markers only, with nothing processed:
+        other members judge this instance's partitions by the committed offsets, and two
+        instances waiting for each other's markers would wait forever."""
+        if not owned:
+            return
+        positions = {
+            (tp.topic, tp.partition): tp.offset
+            for tp in self._consumer.position([TopicPartition(t.topic, t.partition) for t in owned])
+        }
+        ahead = [
+            TopicPartition(tp.topic, tp.partition, positions[(tp.topic, tp.partition)])
+            for tp in self._consumer.committed(
+                [TopicPartition(t.topic, t.partition) for t in owned], COMMITTED_TIMEOUT_S
+            )
+            if positions[(tp.topic, tp.partition)] > max(tp.offset, 0)
+        ]
+        if ahead:
+            self._consumer.commit(offsets=ahead, asynchronous=False)
 
     def position(self, tp: TopicPartition) -> int:
         """Where consumption of `tp` stands, also before its first message arrived."""

@@ -201,4 +201,9 @@ class StreamLoop:
         if pending:
             return False
         self.commit()
-        return self._assignment.parked == 0 and self._available_now.handoffs_done(owned)
+        return (
+            self._assignment.parked == 0
+            and self._available_now.handoffs_done(owned)
+            # the partitions of other (or stopped) members count too
+            and self._available_now.group_done(owned)
+        )

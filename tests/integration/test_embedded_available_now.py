@@ -1,0 +1,140 @@
+"""`--available-now` ends only when the whole group has processed what was there at its start,
+not when this instance's own partitions are done."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hydrator.core.records import HEADER_SOURCE
+from tests.harness.cdc_events import ToastTable, after_of
+from tests.harness.hydrator_process import HydratorProcess, run_args, run_to_completion
+from tests.harness.kafka import Broker
+from tests.harness.topics import create_topic, produce, read_topic
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 4
+
+
+def test_available_now_right_after_a_killed_instance_processes_everything(
+    kafka_broker: Broker, unique_name: str, tmp_path: Path
+) -> None:
+    """The killed member still holds its partitions in the group until its session expires; the
+    new run may be given only some partitions at first and must wait for the rest."""
+    bootstrap = kafka_broker.bootstrap_servers
+    source, output = f"{unique_name}.items", f"{unique_name}.out"
+    create_topic(bootstrap, source, PARTITIONS)
+    table = ToastTable(doc_size=300)
+    records = list(table.workload(keys=400, updates_per_key=4))
+    head, middle, tail = records[:600], records[600:1200], records[1200:]
+    placed = produce(bootstrap, source, head)
+
+    state_dir = tmp_path / "state"
+    args = run_args(bootstrap, unique_name, [source], state_dir, output_topic=output)
+    with HydratorProcess(args, tmp_path / "killed.log") as first:
+        first.wait_for_log(r"assigned partitions \[0, 1, 2, 3\]", timeout_s=90)
+        # the stream keeps arriving while it runs; kill it in the middle
+        placed += produce(bootstrap, source, middle, pace=(100, 0.1))
+        first.kill()
+    placed += produce(bootstrap, source, tail)
+
+    started = time.monotonic()
+    done = run_to_completion([*args, "--available-now"], timeout_s=240)
+    assert done.returncode == 0, done.stderr[-5000:]
+    elapsed = time.monotonic() - started
+
+    outputs = read_topic(bootstrap, output)
+    seen = {o.header(HEADER_SOURCE).decode() for o in outputs}
+    missing = [f"{source}:{p}:{o}" for p, o in placed if f"{source}:{p}:{o}" not in seen]
+    assert not missing, (
+        f"{len(missing)} of {len(placed)} inputs have no output after {elapsed:.0f}s "
+        f"(first: {missing[:3]}):\n{done.stderr[-3000:]}"
+    )
+    for out in outputs:
+        lsn, after = after_of(out.value)
+        assert after == table.expected_after[lsn]
+
+
+HOLDER = """
+import sys
+from confluent_kafka import Consumer
+
+bootstrap, group, *topics = sys.argv[1:]
+
+def assigned(consumer, partitions):
+    print("holding", sorted({(tp.topic, tp.partition) for tp in partitions}), flush=True)
+
+consumer = Consumer({
+    "bootstrap.servers": bootstrap,
+    "group.id": group,
+    "session.timeout.ms": 6000,
+    "heartbeat.interval.ms": 1500,
+    "partition.assignment.strategy": "range",
+    "enable.auto.commit": False,
+})
+consumer.subscribe(topics, on_assign=assigned)
+while True:
+    consumer.poll(0.2)  # stays in the group, processes nothing, commits nothing
+"""
+
+
+def test_available_now_waits_for_partitions_a_dead_member_still_holds(
+    kafka_broker: Broker, unique_name: str, tmp_path: Path
+) -> None:
+    """A member that holds partitions and then dies (SIGKILL: it never leaves the group) keeps
+    them until its session expires. The run that got the other partitions must not end after
+    its own: it waits, gets them once the group takes them back, and processes them."""
+    bootstrap = kafka_broker.bootstrap_servers
+    source, output = f"{unique_name}.items", f"{unique_name}.out"
+    handoff = f"{unique_name}-handoff"
+    create_topic(bootstrap, source, PARTITIONS)
+    create_topic(bootstrap, handoff, PARTITIONS)
+    table = ToastTable(doc_size=300)
+    placed = produce(bootstrap, source, list(table.workload(keys=200, updates_per_key=3)))
+
+    holder_log = tmp_path / "holder.log"
+    with holder_log.open("w") as log:
+        holder = subprocess.Popen(
+            [sys.executable, "-c", HOLDER, bootstrap, unique_name, source, handoff],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while "holding [(" not in holder_log.read_text():
+            assert time.monotonic() < deadline, holder_log.read_text()
+            time.sleep(0.2)
+        args = run_args(
+            bootstrap,
+            unique_name,
+            [source],
+            tmp_path / "state",
+            "--available-now",
+            output_topic=output,
+        )
+        with HydratorProcess(args, tmp_path / "hydrator.log") as run:
+            run.wait_for_log(r"assigned partitions \[", timeout_s=90)
+            # our part done; the holder's partitions untouched: the run must wait for them
+            run.wait_for_log(r"waiting for partitions \[", timeout_s=90)
+            assert run.process.poll() is None
+            holder.send_signal(signal.SIGKILL)
+            code = run.wait(timeout_s=120)
+            assert code == 0, run.log[-5000:]
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+        holder.wait(10)
+
+    outputs = read_topic(bootstrap, output)
+    seen = {o.header(HEADER_SOURCE).decode() for o in outputs}
+    missing = [f"{source}:{p}:{o}" for p, o in placed if f"{source}:{p}:{o}" not in seen]
+    assert not missing, f"{len(missing)} of {len(placed)} inputs have no output"
+    for out in outputs:
+        lsn, after = after_of(out.value)
+        assert after == table.expected_after[lsn]
