@@ -68,52 +68,58 @@ def _check(
             assert fragment in update, (fragment, update)
 
 
+def _args(
+    engine: str, bootstrap: str, app: str, source: str, state: Path, output: str
+) -> list[str]:
+    """`hydrator run --available-now` of either engine, writing to one output topic."""
+    args = run_args(bootstrap, app, [source], state, "--available-now", output_topic=output)
+    if engine == "spark":
+        args[args.index("embedded")] = "spark"
+        args += ["--master", "local[2]"]
+    return args
+
+
 def _reasons(dead: list[Consumed]) -> list[str]:
     return [(d.header(HEADER_ERROR) or b"").decode()[:200] for d in dead]
 
 
-def test_poison_records_through_the_embedded_engine(
-    kafka_broker: Broker, unique_name: str, tmp_path: Path
+@pytest.mark.parametrize("engine", ["embedded", "spark"])
+def test_poison_records_amid_good_events(
+    engine: str, kafka_broker: Broker, unique_name: str, tmp_path: Path
 ) -> None:
     bootstrap = kafka_broker.bootstrap_servers
     source, output = f"{unique_name}.items", f"{unique_name}.out"
     create_topic(bootstrap, source, PARTITIONS)
     table, records, wide, good = _workload()
     produce(bootstrap, source, records)
-    args = run_args(
-        bootstrap, unique_name, [source], tmp_path / "state", "--available-now", output_topic=output
-    )
-    done = run_to_completion(args)
+    args = _args(engine, bootstrap, unique_name, source, tmp_path / "state", output)
+    done = run_to_completion(args, timeout_s=SPARK_TIMEOUT_S)
     assert done.returncode == 0, done.stderr[-5000:]
     _check(bootstrap, unique_name, source, output, table, wide, good)
 
 
-def test_poison_records_through_the_spark_engine(
-    kafka_broker: Broker, unique_name: str, tmp_path: Path
+@pytest.mark.parametrize("engine", ["embedded", "spark"])
+def test_parked_records_over_the_cap_go_to_the_dlq(
+    engine: str, kafka_broker: Broker, unique_name: str, tmp_path: Path
 ) -> None:
+    """A key change whose DELETE never comes: its CREATE parks the new key, and the records
+    behind it wait too, up to --max-parked-records; the rest are dead letters."""
     bootstrap = kafka_broker.bootstrap_servers
-    source = f"{unique_name}.items"
+    source, output = f"{unique_name}.items", f"{unique_name}.out"
     create_topic(bootstrap, source, PARTITIONS)
-    table, records, wide, good = _workload()
-    produce(bootstrap, source, records)
-    args = [
-        "run",
-        "--engine",
-        "spark",
-        "--master",
-        "local[2]",
-        "--bootstrap-servers",
-        bootstrap,
-        "--application-id",
-        unique_name,
-        "--state-dir",
-        str(tmp_path / "state"),
-        "--input-topic",
-        source,
-        "--output-suffix",
-        ".hydrated",
-        "--available-now",
-    ]
+    table = ToastTable(doc_size=200)
+    table.insert(1)
+    _, _, create = table.change_key(1, 2)  # the DELETE and its tombstone are never produced
+    updates = [table.update(2) for _ in range(5)]
+    produce(bootstrap, source, [create, *updates])
+    args = _args(engine, bootstrap, unique_name, source, tmp_path / "state", output)
+    args += ["--max-parked-records", "3", "--handoff-timeout", "2s"]
     done = run_to_completion(args, timeout_s=SPARK_TIMEOUT_S)
     assert done.returncode == 0, done.stderr[-5000:]
-    _check(bootstrap, unique_name, source, f"{source}.hydrated", table, wide, good)
+    dead = read_topic(bootstrap, f"{unique_name}-dlq")
+    assert [d.value for d in dead] == [u[1] for u in updates[2:]]
+    for record in dead:
+        assert "parked records of this key over the limit" in record.header(HEADER_ERROR).decode()
+    outputs = read_topic(bootstrap, output)
+    assert len(outputs) == 3  # the CREATE and two updates, released unresolved at the timeout
+    assert all(o.header("hydrator.unresolved") == b"doc" for o in outputs)
