@@ -284,6 +284,14 @@ def cli() -> None:
     help="Bytes one key's waiting records may take; more go to the DLQ.",
 )
 @click.option(
+    "--state-cache-bytes",
+    type=Size(),
+    default="64MB",
+    show_default=True,
+    envvar=_env("state_cache_bytes"),
+    help="Embedded: memory for decoded states kept between records, shared by all tasks.",
+)
+@click.option(
     "--commit-interval",
     type=Duration(),
     default="100ms",
@@ -416,6 +424,7 @@ def build_config(options: dict[str, Any]) -> RunConfig:
         kafka_properties=properties,
         hydration=hydration,
         commit_interval_ms=options["commit_interval"],
+        state_cache_bytes=options["state_cache_bytes"],
         progress_interval_s=options["progress_interval"] / 1000,
     )
 

@@ -47,14 +47,22 @@ class OffsetProbe:
         return low, self.ends([(topic, partition)])[(topic, partition)]
 
     def ends(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        return {tp: end for tp, (_, end) in self.bounds(partitions).items()}
+
+    def bounds(
+        self, partitions: Iterable[tuple[str, int]]
+    ) -> dict[tuple[str, int], tuple[int, int]]:
+        """(low watermark, end) of each partition."""
         wanted = list(dict.fromkeys(partitions))
         if not wanted:
             return {}
         start = []
+        lows: dict[tuple[str, int], int] = {}
         for topic, p in wanted:
             low, reported = self._consumer.get_watermark_offsets(
                 TopicPartition(topic, p), timeout=TIMEOUT_S, cached=False
             )
+            lows[(topic, p)] = low
             start.append(TopicPartition(topic, p, max(low, reported)))
         ends: dict[tuple[str, int], int] = {}
         self._consumer.assign(start)
@@ -74,7 +82,7 @@ class OffsetProbe:
                         raise KafkaException(error)
         finally:
             self._consumer.unassign()
-        return ends
+        return {tp: (lows[tp], end) for tp, end in ends.items()}
 
     def close(self) -> None:
         self._consumer.close()

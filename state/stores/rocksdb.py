@@ -50,6 +50,11 @@ class RocksDBStore:
 
     # -- what the changelog needs -----------------------------------------------------------
 
+    def get_raw(self, key: bytes) -> bytes | None:
+        """A key's encoded bytes as stored (a state record, or a meta record such as the
+        embedded engine's clock reading, which the changelog carries like any record)."""
+        return self._db.get(key)
+
     def raw_items(self) -> Iterator[tuple[bytes, bytes]]:
         for key, data in self._db.items():
             if not key.startswith(_META_PREFIX):

@@ -3,6 +3,10 @@
 The group protocol is eager: every rebalance revokes everything, then assigns. A revoked task is
 only suspended (committed, store open); if the next assignment gives its partition back, nobody
 can have written its changelog in between, so it resumes without restoring or re-indexing.
+
+A newly opened task notes the ends of its partitions at assignment: its timers wait until it has
+read up to them (clock.py). The process's decoded-state cache budget is shared out among the
+tasks it runs.
 """
 
 from __future__ import annotations
@@ -14,10 +18,12 @@ from confluent_kafka import TopicPartition
 
 from hydrator.core.hydrator import Hydrator
 from hydrator.engines.embedded.changelog import committed_by_partition
+from hydrator.engines.embedded.clock import CatchUp
 from hydrator.engines.embedded.restore import Restorer
 from hydrator.engines.embedded.state_dir import StateDirectory
-from hydrator.engines.embedded.task import Sink, Task
+from hydrator.engines.embedded.task import DEFAULT_CACHE_BYTES, Sink, Task
 from hydrator.engines.embedded.topology import Topology
+from hydrator.kafka.offsets import OffsetProbe
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +41,12 @@ class Assignment:
         hydrator: Hydrator,
         sink: Sink,
         counts: Counter[str],
+        probe: OffsetProbe | None = None,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
     ) -> None:
+        """`probe` gives the partition ends a new task must catch up with before its timers
+        fire (without one, timers never wait); `cache_bytes` is the decoded-state cache budget
+        of the whole process."""
         self.tasks: dict[int, Task] = {}
         self._suspended: dict[int, Task] = {}
         self.partitions: list[TopicPartition] = []
@@ -46,6 +57,8 @@ class Assignment:
         self._hydrator = hydrator
         self._sink = sink
         self._counts = counts
+        self._probe = probe
+        self._cache_bytes = cache_bytes
 
     def open(self, partitions: list[TopicPartition], committed: list[TopicPartition]) -> None:
         """Take over `partitions`; `committed` holds the group's committed offsets of them."""
@@ -53,11 +66,18 @@ class Assignment:
         offsets = committed_by_partition(committed)
         for p in sorted(set(self._suspended) - set(by_number)):
             self._suspended.pop(p).close()
+        fresh = [p for p in sorted(by_number) if p not in self._suspended]
+        bounds = self._bounds(fresh)
+        share = self._cache_bytes // max(1, len(self.tasks) + len(by_number))
         for p in sorted(by_number):
             resumed = self._suspended.pop(p, None)
             if resumed is None:
-                resumed = self._new_task(p, offsets.get(p, {}))
+                resumed = self._new_task(p, offsets.get(p, {}), share)
+                resumed.catch_up = CatchUp(
+                    {tp: b for tp, b in bounds.items() if tp[1] == p}, offsets.get(p, {})
+                )
             self.tasks[p] = resumed
+        self._share_cache()
         self.partitions += [TopicPartition(tp.topic, tp.partition) for tp in partitions]
         self.assigned_once = True
         log.info("assigned partitions %s", sorted(by_number))
@@ -71,6 +91,7 @@ class Assignment:
         """Close the tasks of `partitions`; their uncommitted state (if any) is dropped."""
         for p in self._release(partitions):
             self.tasks.pop(p).close()
+        self._share_cache()
 
     def close_all(self) -> None:
         self.close(list(self.partitions))
@@ -78,12 +99,26 @@ class Assignment:
             task.close()
         self._suspended.clear()
 
-    def _new_task(self, p: int, committed: dict[str, int]) -> Task:
+    def _new_task(self, p: int, committed: dict[str, int], cache_bytes: int) -> Task:
         path = self._state_dir.store_path(self._topology.changelog_topic, p)
         store, repairs = self._restorer.open(path, p, committed)
-        task = Task(p, self._hydrator, store, self._topology, self._sink, self._counts)
+        task = Task(p, self._hydrator, store, self._topology, self._sink, self._counts, cache_bytes)
         task.repair(repairs)
         return task
+
+    def _bounds(self, partitions: list[int]) -> dict[tuple[str, int], tuple[int, int]]:
+        """(low watermark, end) of these partition numbers of every subscribed topic, now."""
+        if self._probe is None or not partitions:
+            return {}
+        return self._probe.bounds(
+            [(topic, p) for p in partitions for topic in self._topology.subscription]
+        )
+
+    def _share_cache(self) -> None:
+        if self.tasks:
+            share = self._cache_bytes // len(self.tasks)
+            for task in self.tasks.values():
+                task.resize_cache(share)
 
     def _release(self, partitions: list[TopicPartition]) -> list[int]:
         numbers = sorted({tp.partition for tp in partitions} & set(self.tasks))

@@ -89,7 +89,16 @@ class EmbeddedEngine:
             int(producer_config["message.max.bytes"]),
         )
         sink = SizeCheckedSink(writer, limits, topology, self.counts)
-        assignment = Assignment(topology, state_dir, restorer, self.hydrator, sink, self.counts)
+        assignment = Assignment(
+            topology,
+            state_dir,
+            restorer,
+            self.hydrator,
+            sink,
+            self.counts,
+            probe,
+            config.state_cache_bytes,
+        )
         try:
             writer.init()
             available_now = (

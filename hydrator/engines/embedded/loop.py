@@ -2,6 +2,8 @@
 
 Commits happen every `commit_interval_ms` (and before a rebalance takes partitions away); each
 commit is one Kafka transaction carrying the batch's outputs, state changes and input offsets.
+Each task is given its own processing-clock time, and fires timers only once it has caught up
+with what was waiting in its partitions when it was assigned (clock.py).
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ from hydrator.core.records import Handoff, RawRecord
 from hydrator.engines.embedded.assignment import Assignment
 from hydrator.engines.embedded.available_now import AvailableNow
 from hydrator.engines.embedded.progress import Progress
+from hydrator.engines.embedded.topics import check_topic_error
 from hydrator.engines.embedded.topology import Topology
 from hydrator.engines.embedded.transaction import TransactionalWriter
-from state.codec import encode_state
 
 log = logging.getLogger(__name__)
 
@@ -29,10 +31,6 @@ POLL_TIMEOUT_S = 0.05
 MAX_UNCOMMITTED = 20_000
 AVAILABLE_NOW_CHECK_S = 0.25
 COMMITTED_TIMEOUT_S = 60.0
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class StreamLoop:
@@ -70,18 +68,16 @@ class StreamLoop:
         try:
             while not should_stop():
                 messages = self._consumer.consume(MAX_BATCH, POLL_TIMEOUT_S)
-                now = now_ms()
                 for msg in messages:
-                    self._dispatch(msg, now)
-                for task in self._assignment.tasks.values():
-                    task.fire_timers(now)
+                    self._dispatch(msg)
+                self._fire_timers()
                 if self._commit_due():
                     self.commit()
                 self._progress.maybe_log()
                 if self._finished():
                     log.info("available-now: everything available is processed")
                     break
-            self.commit()
+            self.commit(checkpoint_clocks=True)
         except BaseException:
             # Nothing of the failed batch may become visible, and nothing may be committed on
             # the way out (closing the consumer revokes, and a revoke normally commits).
@@ -93,11 +89,12 @@ class StreamLoop:
 
     # -- records -----------------------------------------------------------------------------
 
-    def _dispatch(self, msg: Message, now: int) -> None:
+    def _dispatch(self, msg: Message) -> None:
         error = msg.error()
         if error is not None:
             if error.fatal():
                 raise KafkaException(error)
+            check_topic_error(self._topology, msg.topic(), error)
             log.warning("consumer error: %s", error)
             return
         task = self._assignment.tasks.get(msg.partition())
@@ -118,7 +115,7 @@ class StreamLoop:
         )
         if record.topic != self._topology.handoff_topic:
             self._counts["records"] += 1
-            task.process(record, now)
+            task.process(record, task.now_ms())
             return
         try:
             handoff = Handoff.decode(record.value or b"")
@@ -126,7 +123,21 @@ class StreamLoop:
             task.dead_letter(record, f"unreadable handoff: {exc}")
             return
         self._counts["handoffs_received"] += 1
-        task.receive_handoff(handoff, now)
+        task.receive_handoff(handoff, task.now_ms())
+
+    # -- timers ------------------------------------------------------------------------------
+
+    def _fire_timers(self) -> None:
+        tasks = self._assignment.tasks.values()
+        waiting = [task for task in tasks if not task.catch_up.done]
+        if waiting:
+            pending = [tp for task in waiting for tp in task.catch_up.pending()]
+            positions = self._consumer.position(pending)
+            for task in waiting:
+                task.catch_up.advance(positions)
+        for task in tasks:
+            if task.catch_up.done:
+                task.fire_timers(task.now_ms())
 
     # -- commits -----------------------------------------------------------------------------
 
@@ -136,20 +147,17 @@ class StreamLoop:
         if self._batch_started is None:
             # Timers alone can change state or produce.
             tasks = self._assignment.tasks.values()
-            return self._writer.in_transaction or any(t.dirty for t in tasks)
+            return self._writer.in_transaction or any(t.has_changes() for t in tasks)
         return time.monotonic() - self._batch_started >= self._commit_interval_s
 
-    def commit(self) -> None:
+    def commit(self, checkpoint_clocks: bool = False) -> None:
+        """Commit the open batch. `checkpoint_clocks`: the tasks stop here or may move to another
+        instance, so their clock readings are saved even if nothing else changed."""
         tasks = self._assignment.tasks
-        if not (
-            self._uncommitted or self._writer.in_transaction or any(t.dirty for t in tasks.values())
-        ):
+        changed = [p for p, task in tasks.items() if task.has_changes(checkpoint_clocks)]
+        if not (self._uncommitted or self._writer.in_transaction or changed):
             return
-        encoded = {
-            p: {k: encode_state(s) if s is not None else None for k, s in task.dirty.items()}
-            for p, task in tasks.items()
-            if task.dirty
-        }
+        encoded = {p: tasks[p].changes() for p in changed}
         offsets = [
             tp
             for tp in self._consumer.position(list(self._assignment.partitions))
@@ -172,7 +180,7 @@ class StreamLoop:
         if self._failed:
             self._assignment.close(partitions)
             return
-        self.commit()
+        self.commit(checkpoint_clocks=True)
         self._assignment.suspend(partitions)
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:

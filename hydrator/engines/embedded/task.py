@@ -3,28 +3,49 @@
 It feeds records to the pure core with the key's state and sends what comes out to a `Sink`.
 State changes stay in `dirty` until the batch's transaction commits; only then do they reach the
 local store, so the store never holds state whose outputs might still be aborted. Committed
-states also stay decoded in a small cache: CDC traffic keeps coming back to the same rows.
+states also stay decoded in a cache capped by bytes: CDC traffic keeps coming back to the same
+rows, but rows can be large.
+
+The core is given the task's processing-clock time (clock.py): timeouts count only the time the
+engine runs, and fire only once the task has caught up with what was waiting when it was assigned.
 """
 
 from __future__ import annotations
 
 from collections import Counter, deque
 from collections.abc import Mapping
-from itertools import islice
 from typing import Protocol
 
 from hydrator.core.hydrator import Hydrator
 from hydrator.core.records import DeadLetter, Handoff, OutputRecord, RawRecord, Transition
+from hydrator.engines.embedded.clock import (
+    CLOCK_KEY,
+    CatchUp,
+    ProcessingClock,
+    decode_reading,
+    encode_reading,
+)
 from hydrator.engines.embedded.timers import DeadlineIndex
 from hydrator.engines.embedded.topology import Topology
+from state.codec import decode_state, encode_state
 from state.record import StateRecord, state_key
 from state.stores.rocksdb import RocksDBStore
 
-# Decoded committed states kept per task; the least recently written go first.
-CACHE_ENTRIES = 20_000
-# Canonical keys remembered per task (a pure function of the key bytes).
-ROUTE_ENTRIES = 50_000
-_ABSENT = object()
+# The decoded-state cache of a task is capped by bytes: an entry counts its key, its encoded
+# state (a decoded row takes about as much: its values are the same strings) and this overhead
+# for the objects around them. The least recently used go first.
+DEFAULT_CACHE_BYTES = 16 * 1024 * 1024
+CACHE_ENTRY_OVERHEAD = 256
+# Canonical keys remembered per task (a pure function of the key bytes), capped by bytes too;
+# keys longer than ROUTE_KEY_MAX are not remembered (they are rare, and would crowd out the rest).
+ROUTE_CACHE_BYTES = 4 * 1024 * 1024
+ROUTE_KEY_MAX = 1024
+ROUTE_ENTRY_OVERHEAD = 160
+# While timers are pending, the clock reading is saved at least this often even when no state
+# changes, so a crash loses at most this much of a timeout's elapsed time (it then fires late by
+# as much, never early).
+CLOCK_CHECKPOINT_MS = 5_000
+_META_PREFIX = b"\x00"
 
 
 class Sink(Protocol):
@@ -46,12 +67,21 @@ class Task:
         topology: Topology,
         sink: Sink,
         counts: Counter[str],
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
     ) -> None:
         self.partition = partition
         self.store = store
         self.dirty: dict[bytes, StateRecord | None] = {}
-        self._cache: dict[bytes, object] = {}
+        # key -> (decoded state, bytes it counts for)
+        self._cache: dict[bytes, tuple[StateRecord | None, int]] = {}
+        self._cache_used = 0
+        self.cache_bytes = cache_bytes
         self._routes: dict[bytes, str] = {}
+        self._routes_used = 0
+        self.clock = ProcessingClock(decode_reading(store.get_raw(CLOCK_KEY)))
+        self._clock_saved_ms: int | None = None
+        # Timers wait for it; the assignment sets it when the task is assigned.
+        self.catch_up = CatchUp.none()
         self._hydrator = hydrator
         self._topology = topology
         self._sink = sink
@@ -95,32 +125,68 @@ class Task:
 
     # -- state -------------------------------------------------------------------------------
 
+    def now_ms(self) -> int:
+        """The task's processing-clock time, to give the core."""
+        return self.clock.now_ms()
+
     def state(self, key: bytes) -> StateRecord | None:
         if key in self.dirty:
             return self.dirty[key]
-        cached = self._cache.get(key, _ABSENT)
-        if cached is not _ABSENT:
-            return cached  # type: ignore[return-value]
-        state = self.store.get(key)
-        self._remember(key, state)
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached[0]
+        data = self.store.get_raw(key)
+        state = decode_state(data) if data is not None else None
+        self._remember(key, state, len(data) if data is not None else 0)
         return state
+
+    @property
+    def cache_used(self) -> int:
+        """Bytes the decoded-state cache counts now."""
+        return self._cache_used
 
     @property
     def parked_count(self) -> int:
         return len(self._parked)
 
+    def has_changes(self, checkpoint_clock: bool = False) -> bool:
+        """Something for the next transaction: changed state, or a clock reading to save
+        (timers are pending and the saved one is old, or `checkpoint_clock`: the task stops
+        here or moves to another instance)."""
+        if self.dirty:
+            return True
+        if not len(self._deadlines):
+            return False
+        saved = self._clock_saved_ms
+        if checkpoint_clock:
+            return saved != self.clock.now_ms()
+        return saved is None or self.clock.now_ms() - saved >= CLOCK_CHECKPOINT_MS
+
+    def changes(self) -> dict[bytes, bytes | None]:
+        """The changelog records of the next transaction: the changed states, encoded, and the
+        clock reading that dates them (read after them, so no state is newer)."""
+        encoded = {k: encode_state(s) if s is not None else None for k, s in self.dirty.items()}
+        encoded[CLOCK_KEY] = encode_reading(self.clock.now_ms())
+        return encoded
+
     def committed(self, encoded: Mapping[bytes, bytes | None], changelog_offset: int) -> None:
-        """The transaction holding `encoded` (this task's dirty state) committed."""
+        """The transaction holding `encoded` (this task's `changes()`) committed."""
         self.store.apply(encoded, changelog_offset)
         for key, state in self.dirty.items():
-            self._remember(key, state)
+            data = encoded.get(key)
+            self._remember(key, state, len(data) if data is not None else 0)
         self.dirty.clear()
+        reading = decode_reading(encoded.get(CLOCK_KEY))
+        if reading is not None:
+            self._clock_saved_ms = reading
 
     def repair(self, keys: list[bytes]) -> None:
         """Write these keys' committed states again in the next transaction: the changelog
-        holds a dead transaction's records of them (see changelog.py)."""
+        holds a dead transaction's records of them (see changelog.py). A dead transaction's
+        clock reading needs no repair: every transaction writes a new one."""
         for key in keys:
-            self.dirty[key] = self.store.get(key)
+            if not key.startswith(_META_PREFIX):
+                self.dirty[key] = self.store.get(key)
 
     def rebuild_indexes(self) -> None:
         """Timers and parked keys are derived from the store: rebuilt after a restore."""
@@ -143,10 +209,13 @@ class Task:
             if known is not None:
                 return known
         route = self._hydrator.route(record)
-        if isinstance(route, str):
-            if len(routes) >= ROUTE_ENTRIES:
+        if isinstance(route, str) and len(record.key) <= ROUTE_KEY_MAX:  # type: ignore[arg-type]
+            cost = len(record.key) + len(route) + ROUTE_ENTRY_OVERHEAD  # type: ignore[arg-type]
+            if self._routes_used + cost > ROUTE_CACHE_BYTES:
                 routes.clear()
+                self._routes_used = 0
             routes[record.key] = route  # type: ignore[index]
+            self._routes_used += cost
         return route
 
     def _receive_handoff(self, handoff: Handoff, now_ms: int) -> None:
@@ -183,13 +252,39 @@ class Task:
         while self._local_handoffs:
             self._receive_handoff(self._local_handoffs.popleft(), now_ms)
 
-    def _remember(self, key: bytes, state: StateRecord | None) -> None:
+    def _remember(self, key: bytes, state: StateRecord | None, encoded_size: int) -> None:
         cache = self._cache
-        cache.pop(key, None)  # re-inserted at the young end
-        cache[key] = state
-        if len(cache) > CACHE_ENTRIES:
-            for old in list(islice(cache, len(cache) // 4)):
-                del cache[old]
+        previous = cache.pop(key, None)  # re-inserted at the young end
+        if previous is not None:
+            self._cache_used -= previous[1]
+        cost = len(key) + encoded_size + CACHE_ENTRY_OVERHEAD
+        if cost > self.cache_bytes // 4:
+            return  # one huge row must not push out everything else
+        cache[key] = (state, cost)
+        self._cache_used += cost
+        if self._cache_used > self.cache_bytes:
+            self._shrink_cache(self.cache_bytes * 3 // 4)
+
+    def _shrink_cache(self, target: int) -> None:
+        """Drop the least recently used entries until the cache counts at most `target` bytes
+        (in one go, so a full cache is not trimmed on every read)."""
+        cache = self._cache
+        used = self._cache_used
+        victims = []
+        for key, (_, cost) in cache.items():
+            if used <= target:
+                break
+            victims.append(key)
+            used -= cost
+        for key in victims:
+            del cache[key]
+        self._cache_used = used
+
+    def resize_cache(self, cache_bytes: int) -> None:
+        """A new share of the process's cache budget (the number of tasks changed)."""
+        self.cache_bytes = cache_bytes
+        if self._cache_used > cache_bytes:
+            self._shrink_cache(cache_bytes * 3 // 4)
 
     def _index(self, key: bytes, state: StateRecord | None) -> None:
         if state is None:
