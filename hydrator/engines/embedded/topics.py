@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient
 
 from hydrator.engines.embedded.topology import Topology
@@ -65,6 +66,24 @@ def record_limits(admin: AdminClient, topology: Topology, producer_limit: int) -
     for name, n in small.items():
         log.info("topic %s takes records up to %d bytes; larger ones go to the DLQ", name, n)
     return RecordLimits(topology.dlq_topic, limits, producer_limit)
+
+
+_GONE = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC})
+
+
+def check_topic_error(topology: Topology, topic: str | None, error: KafkaError) -> None:
+    """A consumer error saying a topic the engine reads is gone (deleted while running) stops
+    the run as a configuration error naming the topic: the group would otherwise go on with the
+    handoff partitions only, or wait forever."""
+    if error.code() not in _GONE or topic is None:
+        return
+    if topology.is_input(topic):
+        raise TopologyError(f"--input-topic {topic}: the topic no longer exists (deleted?)")
+    if topic == topology.handoff_topic:
+        raise TopologyError(
+            f"--application-id: its internal topic {topic} no longer exists (deleted?); "
+            "restart to create it again"
+        )
 
 
 def _input_partitions(admin: AdminClient, inputs: Sequence[str]) -> int:
