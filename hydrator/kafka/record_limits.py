@@ -27,6 +27,8 @@ HEADER_ERROR = "hydrator.error"
 MARGIN_BYTES = 1024 * 1024
 # The producer's `message.max.bytes` cannot go higher (librdkafka's range ends there).
 PRODUCER_MAX_BYTES = 1_000_000_000
+# librdkafka's default receive.message.max.bytes.
+RECEIVE_DEFAULT = 100_000_000
 # Kafka's record batch header (v2), and a bound on one record's varints and attributes.
 _BATCH_OVERHEAD = 61
 _RECORD_OVERHEAD = 40
@@ -59,6 +61,12 @@ class TopicLimits:
     def producer(self) -> int:
         """The producer's `message.max.bytes`: nothing the engine writes may need more."""
         return max(self.output, self.handoff, self.changelog, self.dlq)
+
+    @property
+    def consumer(self) -> dict[str, int]:
+        """Consumer settings that let the engine read back the largest record it may write (the
+        changelog on restore): librdkafka's 100 MB response limit would otherwise be lower."""
+        return {"receive.message.max.bytes": max(RECEIVE_DEFAULT, self.producer + MARGIN_BYTES)}
 
 
 def record_bytes(key: bytes | None, value: bytes | None, headers: Headers | None) -> int:

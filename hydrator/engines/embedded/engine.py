@@ -76,10 +76,14 @@ class EmbeddedEngine:
 
     def _run(self, clients: ClientSettings, topology: Topology, state_dir: StateDirectory) -> None:
         config = self.config
-        restore = {"group.id": f"{config.application_id}-restore"}
+        restore = {
+            **topology.limits.consumer,
+            "group.id": f"{config.application_id}-restore",
+        }
         producer_config = clients.producer(self._producer_settings(state_dir, topology))
         producer = _client(Producer, producer_config)
-        consumer = _client(Consumer, clients.consumer(self._consumer_settings()))
+        consumer_settings = {**topology.limits.consumer, **self._consumer_settings()}
+        consumer = _client(Consumer, clients.consumer(consumer_settings))
         probe = OffsetProbe(clients.consumer(restore))
         restorer = Restorer(clients.consumer(restore), probe, topology.changelog_topic)
         writer = TransactionalWriter(producer, topology)
