@@ -126,6 +126,8 @@ def _schema_prefix(raw: bytes, schema: Any) -> bytes | None:
 
 
 def _wide(value: Any) -> bool:
+    """Whether `value` holds a float beyond 64-bit integers. This runs for every document:
+    strings, ints and nulls (nearly every value) are passed over first."""
     kind = type(value)
     if kind is dict:
         value = value.values()
@@ -133,10 +135,12 @@ def _wide(value: Any) -> bool:
         return kind is float and not -_WIDE < value < _WIDE
     for item in value:
         kind = type(item)
+        if kind is str or kind is int or item is None or kind is bool:
+            continue
         if kind is float:
             if not -_WIDE < item < _WIDE:
                 return True
-        elif (kind is dict or kind is list) and _wide(item):
+        elif _wide(item):
             return True
     return False
 
