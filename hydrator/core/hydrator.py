@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import replace
 
 from hydrator.core import rules
-from hydrator.core.keys import InvalidKey, canonical_key
+from hydrator.core.keys import canonical_key
 from hydrator.core.records import (
     HEADER_FILLED,
     HEADER_SOURCE,
@@ -34,14 +34,12 @@ from hydrator.core.settings import (
     OnUnresolved,
     UnresolvedColumnsError,
 )
-from hydrator.formats import BadInput, ChangeEvent, Op, Passthrough, codec_for
+from hydrator.formats import ChangeEvent, Op, Passthrough, codec_for
 from state.record import StateRecord
 
 HEADER_STALE = "hydrator.stale"
 # Not hostile input: deliberate stops, and the machine itself failing.
 _PASSED_THROUGH = (UnresolvedColumnsError, MemoryError)
-
-
 REASON_CHARS = 1000
 
 
@@ -95,10 +93,7 @@ class Hydrator:
         key = self.route(record)
         if isinstance(key, DeadLetter):
             return self._dead(state, key)
-        try:
-            decoded = self.codec.decode(record)
-        except (BadInput, InvalidKey) as exc:
-            return self._dead(state, DeadLetter(record, failure_reason(exc)))
+        decoded = self.codec.decode(record)  # BadInput and the rest: see process()
         if isinstance(decoded, Passthrough):
             return Transition(
                 state, emitted=(_output(record, record.value),), counts={"passthrough": 1}
