@@ -1,5 +1,5 @@
-"""Size limits end to end (both engines): an oversize input, an output too large for its topic and a
-beyond every limit all become dead letters (truncated where needed) and the run exits 0."""
+"""Size limits end to end (both engines): an oversize input, an output too large for its topic and
+a record far beyond every limit all become dead letters (truncated where needed); exit code 0."""
 
 from __future__ import annotations
 
