@@ -12,15 +12,18 @@ import orjson
 import pandas as pd
 import pyarrow as pa
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pyspark.sql.types import BinaryType, StructField, StructType
 
-from hydrator.core import HydrationSettings
+from hydrator.core import HydrationSettings, RawRecord
 from hydrator.core.records import HEADER_FILLED, HEADER_SOURCE
 from hydrator.engines.spark import stateful
 from hydrator.engines.spark.kafka_options import KafkaOptionError
 from hydrator.engines.spark.kafka_sink import KafkaStreamWriter, pack_records, unpack_records
 from hydrator.engines.spark.routing import KEYLESS, TICK, UNDECODABLE, route
 from hydrator.engines.spark.stateful import COUNTERS, OUTPUT_SCHEMA, Topics, group_function
+from tests.support.hostile_events import FUZZ, good_record, hostile_records
 
 TOPIC = "db.public.items"
 TOPICS = Topics({TOPIC: "out"}, "app-handoff", "app-dlq")
@@ -279,3 +282,30 @@ def test_an_unreadable_state_is_counted_and_the_key_starts_afresh() -> None:
     assert dict(emitted["headers"])["hydrator.unresolved"] == b"doc"
     assert counts_of(out)["state_unreadable"] == 1
     assert state.value[1][0] == 1  # written again, readable
+
+
+@FUZZ
+@given(st.lists(hostile_records(), min_size=1, max_size=6), st.binary(max_size=30))
+def test_no_hostile_record_escapes_routing_or_the_group_function(
+    cases: list[tuple[RawRecord, int]], handoff_bytes: bytes
+) -> None:
+    """Hostile input records and handoff-topic bytes, meeting keys with state (a known row, a
+    parked key change): every input record ends as an output, a dead letter or a counted
+    park or drop, and nothing raises."""
+    states: dict[str, FakeState] = {}
+    for key in {key for _, key in cases}:
+        oldkey = [("__debezium.oldkey", b'{"id":%d}' % (key + 100))]
+        known = good_record(key, "c", 500)
+        parked = good_record(key, "u", 501, tuple(oldkey))
+        run([(TOPIC, 0, 500, known.key, known.value, None, 0)], states)
+        run([(TOPIC, 0, 501, parked.key, parked.value, headers_json(oldkey), 0)], states)
+    rows = [
+        (TOPIC, 0, 600 + i, r.key, r.value, headers_json(list(r.headers)), 0)
+        for i, (r, _) in enumerate(cases)
+    ]
+    rows.append((TOPICS.handoff, 0, 9, handoff_bytes or None, handoff_bytes, None, 0))
+    out = run(rows, states)
+    counts = counts_of(out)
+    ends = sum(counts[name] for name in ("events", "dead_letters", "passthrough", "parked"))
+    ends += counts["stale_dropped"] + counts["redelivered_parked"]
+    assert ends >= len(cases), (counts, rows)

@@ -67,6 +67,9 @@ COUNTERS = (
     "handoffs_applied",
     "handoff_timeouts",
     "parked_overflow",
+    "redelivered_parked",
+    "unresolved_dropped",
+    "tick_failures",
     "state_unreadable",
     "rows_unreadable",
 )
