@@ -17,7 +17,15 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from hydrator.core.hydrator import Hydrator
-from hydrator.core.records import DeadLetter, Handoff, OutputRecord, RawRecord, Transition
+from hydrator.core.records import (
+    HEADER_ERROR,
+    HEADER_SOURCE,
+    DeadLetter,
+    Handoff,
+    OutputRecord,
+    RawRecord,
+    Transition,
+)
 from hydrator.engines.embedded.clock import (
     CLOCK_KEY,
     CatchUp,
@@ -27,10 +35,13 @@ from hydrator.engines.embedded.clock import (
 )
 from hydrator.engines.embedded.timers import DeadlineIndex
 from hydrator.engines.embedded.topology import Topology
+from hydrator.kafka.record_limits import record_bytes
 from state.codec import decode_state, encode_state
 from state.record import StateRecord, state_key
 from state.stores.rocksdb import RocksDBStore
 
+# Room for the header a changelog record carries (the input offsets its transaction commits).
+CHANGELOG_HEADER_BYTES = 4096
 # The decoded-state cache of a task is capped by bytes: an entry counts its key, its encoded
 # state (a decoded row takes about as much: its values are the same strings) and this overhead
 # for the objects around them. The least recently used go first.
@@ -166,8 +177,32 @@ class Task:
         """The changelog records of the next transaction: the changed states, encoded, and the
         clock reading that dates them (read after them, so no state is newer)."""
         encoded = {k: encode_state(s) if s is not None else None for k, s in self.dirty.items()}
+        limit = self._topology.limits.changelog
+        for key, data in encoded.items():
+            if data is not None and record_bytes(key, data, None) + CHANGELOG_HEADER_BYTES > limit:
+                encoded[key] = self._drop_oversize_state(key, len(data), limit)
         encoded[CLOCK_KEY] = encode_reading(self.clock.now_ms())
         return encoded
+
+    def _drop_oversize_state(self, key: bytes, size: int, limit: int) -> None:
+        """A state too large for the changelog would fail every commit: the key is forgotten
+        instead, and its records parked on it go to the DLQ with the reason (the row image itself
+        is no input, so a dead letter without a value says what was lost)."""
+        state = self.dirty[key]
+        topic, _, canonical = key.decode(errors="replace").partition("\x00")
+        reason = (
+            f"the state of key {canonical[:200]} is {size} bytes, over the changelog's "
+            f"{limit}-byte limit: the key is forgotten, and its next events are hydrated as "
+            "those of a new key"
+        )
+        headers = ((HEADER_ERROR, reason.encode()), (HEADER_SOURCE, f"{topic}:state".encode()))
+        self._sink.dead(OutputRecord(self.partition, canonical.encode(), None, headers))
+        for parked in state.parked if state is not None else ():
+            self._sink.dead(DeadLetter(parked, reason).to_output())
+        self._counts["dead_letters"] += 1 + (len(state.parked) if state is not None else 0)
+        self._counts["oversize_states"] += 1
+        self.dirty[key] = None
+        self._index(key, None)
 
     def committed(self, encoded: Mapping[bytes, bytes | None], changelog_offset: int) -> None:
         """The transaction holding `encoded` (this task's `changes()`) committed."""

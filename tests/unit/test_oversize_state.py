@@ -1,0 +1,67 @@
+"""A state too large for the changelog topic would fail every commit (a crash-loop): the task
+forgets the key instead and dead-letters what it loses, with the reason."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from hydrator.core import Hydrator
+from hydrator.core.records import HEADER_ERROR, RawRecord
+from hydrator.engines.embedded.task import CHANGELOG_HEADER_BYTES, Task
+from hydrator.engines.embedded.topology import Topology
+from hydrator.kafka.record_limits import TopicLimits
+from state.record import state_key
+from state.stores.rocksdb import RocksDBStore
+from tests.harness.cdc_events import ToastTable, key_bytes
+from tests.unit.test_embedded_task import RecordingSink
+
+LIMIT = 20_000 + CHANGELOG_HEADER_BYTES
+TOPOLOGY = Topology("app", {"t": "t.out"}, 1, TopicLimits(10**6, 10**6, LIMIT, 10**6))
+
+
+def _task(tmp_path: Path) -> tuple[Task, RecordingSink, Counter[str]]:
+    sink, counts = RecordingSink(), Counter[str]()
+    store = RocksDBStore(tmp_path / "store")
+    return Task(0, Hydrator(), store, TOPOLOGY, sink, counts), sink, counts
+
+
+def test_a_state_over_the_changelog_limit_is_dropped_with_a_dead_letter(tmp_path: Path) -> None:
+    task, sink, counts = _task(tmp_path)
+    small, large = ToastTable(doc_size=100), ToastTable(doc_size=30_000)
+    for offset, (key, value, headers) in enumerate([small.insert(1), large.insert(2)]):
+        task.process(RawRecord("t", 0, offset, key, value, tuple(headers)), task.now_ms())
+    assert len(sink.outputs) == 2  # the outputs themselves fit their topic
+
+    changes = task.changes()
+
+    kept, dropped = state_key("t", '{"id":1}'), state_key("t", '{"id":2}')
+    assert changes[kept] is not None
+    assert changes[dropped] is None  # a tombstone: restores agree with the local store
+    assert task.dirty[dropped] is None
+    (dead,) = sink.dead_letters
+    reason = dict(dead.headers)[HEADER_ERROR].decode()
+    assert '{"id":2}' in reason and "changelog" in reason and str(LIMIT) in reason
+    assert counts["oversize_states"] == 1 and counts["dead_letters"] == 1
+    task.committed(changes, 1)
+    assert task.state(dropped) is None and task.state(kept) is not None
+
+
+def test_records_parked_on_a_dropped_state_go_to_the_dlq(tmp_path: Path) -> None:
+    task, sink, _ = _task(tmp_path)
+    table = ToastTable(doc_size=8_000)
+    table.insert(1)
+    *_, create = table.change_key(1, 2)  # the CREATE of key 2 waits for key 1's handoff
+    records = [create]
+    records += [table.update(2, touch_doc=True) for _ in range(3)]  # parked behind it
+    for offset, (key, value, headers) in enumerate(records):
+        task.process(RawRecord("t", 0, offset, key, value, tuple(headers)), task.now_ms())
+    assert task.parked_count == 1 and not sink.outputs
+
+    changes = task.changes()
+
+    assert changes[state_key("t", '{"id":2}')] is None
+    parked_dead = [d for d in sink.dead_letters if d.value is not None]
+    assert [d.value for d in parked_dead] == [value for _, value, _ in records]
+    assert all(key == key_bytes(2) for key in (d.key for d in parked_dead))
+    assert task.parked_count == 0
