@@ -7,13 +7,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from hydrator.core import RawRecord
 from hydrator.core.records import HEADER_ERROR, HEADER_SOURCE
 from tests.harness.cdc_events import Record, ToastTable, after_of
 from tests.harness.hydrator_process import run_args, run_to_completion
 from tests.harness.kafka import Broker
 from tests.harness.poison import POISON, wide_row
 from tests.harness.topics import Consumed, create_topic, produce, read_topic
+from tests.support.hostile_events import hostile_records
 
 pytestmark = pytest.mark.integration
 
@@ -123,3 +127,39 @@ def test_parked_records_over_the_cap_go_to_the_dlq(
     outputs = read_topic(bootstrap, output)
     assert len(outputs) == 3  # the CREATE and two updates, released unresolved at the timeout
     assert all(o.header("hydrator.unresolved") == b"doc" for o in outputs)
+
+
+@settings(
+    max_examples=1,
+    database=None,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+)
+@given(cases=st.lists(hostile_records(), min_size=40, max_size=40))
+def test_fuzzed_records_do_not_stop_the_embedded_engine(
+    cases: list[tuple[RawRecord, int]],
+    kafka_broker: Broker,
+    unique_name: str,
+    tmp_path: Path,
+) -> None:
+    """Forty mutated events, then good ones: the run ends (exit 0), every dead letter is one of
+    the inputs, and the good events after the hostile ones are all hydrated."""
+    bootstrap = kafka_broker.bootstrap_servers
+    source, output = f"{unique_name}.items", f"{unique_name}.out"
+    create_topic(bootstrap, source, PARTITIONS)
+    table = ToastTable(doc_size=300)
+    good = list(table.workload(keys=4, updates_per_key=2))
+    hostile = [(r.key, r.value, list(r.headers)) for r, _ in cases]
+    placed = produce(bootstrap, source, [*hostile, *good])
+    args = _args("embedded", bootstrap, unique_name, source, tmp_path / "state", output)
+    done = run_to_completion([*args, "--handoff-timeout", "1s"])
+    assert done.returncode == 0, done.stderr[-5000:]
+    sources = [f"{source}:{p}:{o}".encode() for p, o in placed]
+    dead = read_topic(bootstrap, f"{unique_name}-dlq")
+    assert {d.header(HEADER_SOURCE) for d in dead} <= set(sources[: len(hostile)])
+    good_sources = set(sources[len(hostile) :])
+    hydrated = [o for o in read_topic(bootstrap, output) if o.header(HEADER_SOURCE) in good_sources]
+    assert len(hydrated) == len(good)
+    for out in hydrated:
+        lsn, after = after_of(out.value)
+        assert after == table.expected_after[lsn]
