@@ -13,6 +13,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from hydrator.core.records import Handoff, OutputRecord
 from hydrator.engines.embedded import changelog
 from hydrator.engines.embedded.topology import Topology
+from hydrator.engines.embedded.watchdog import blocking
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +34,8 @@ class TransactionalWriter:
 
     def init(self) -> None:
         # Also aborts whatever a previous incarnation with the same transactional id left open.
-        self._producer.init_transactions(TIMEOUT_S)
+        with blocking("init_transactions", TIMEOUT_S):
+            self._producer.init_transactions(TIMEOUT_S)
 
     def begin(self) -> None:
         if not self.in_transaction:
@@ -107,8 +109,10 @@ class TransactionalWriter:
                     self._produce(topic, partition, key, data, headers, delivered)
             self._flush()
             if offsets:
-                self._producer.send_offsets_to_transaction(offsets, group_metadata, TIMEOUT_S)
-            self._producer.commit_transaction(TIMEOUT_S)
+                with blocking("send_offsets_to_transaction", TIMEOUT_S):
+                    self._producer.send_offsets_to_transaction(offsets, group_metadata, TIMEOUT_S)
+            with blocking("commit_transaction", TIMEOUT_S):
+                self._producer.commit_transaction(TIMEOUT_S)
         except KafkaException as exc:
             self._fail(exc)
         self.in_transaction = False
@@ -121,7 +125,8 @@ class TransactionalWriter:
         if not self.in_transaction:
             return
         try:
-            self._producer.abort_transaction(TIMEOUT_S)
+            with blocking("abort_transaction", TIMEOUT_S):
+                self._producer.abort_transaction(TIMEOUT_S)
         except KafkaException as exc:
             log.warning("abort failed: %s", exc)
         self.in_transaction = False
@@ -151,7 +156,8 @@ class TransactionalWriter:
                 self._producer.poll(0.05)
 
     def _flush(self) -> None:
-        remaining = self._producer.flush(TIMEOUT_S)
+        with blocking("flush", TIMEOUT_S):
+            remaining = self._producer.flush(TIMEOUT_S)
         if remaining:
             raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"{remaining} undelivered"))
 
