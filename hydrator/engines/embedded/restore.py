@@ -4,36 +4,60 @@ The store remembers the changelog offset it reflects; only the records after it 
 A store that has no such offset, or one the changelog does not have (the topic was recreated),
 is wiped and rebuilt from the beginning. Records of a transaction that never committed are
 skipped and their keys handed back for repair (see changelog.py).
+
+Damage is not fatal: a store whose files RocksDB reports as corrupt is moved aside (kept for
+inspection, named in a warning) and rebuilt from the changelog, and a changelog record that
+cannot be decoded is skipped, its key forgotten (no state is better than a wrong one), and
+reported with its offset and reason. A stop request ends a restore between two fetches.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from hydrator.engines.embedded import changelog
+from hydrator.engines.embedded.watchdog import blocking
+from hydrator.kafka.offsets import TIMEOUT_S as PROBE_TIMEOUT_S
 from hydrator.kafka.offsets import OffsetProbe
-from state.stores.rocksdb import RocksDBStore
+from state.codec import decode_state
+from state.stores.rocksdb import CHANGELOG_OFFSET_KEY, META_PREFIX, RocksDBStore, StoreCorrupted
 
 log = logging.getLogger(__name__)
 
 BATCH = 10_000
 STALL_WARNING_S = 10.0
+# Undecodable changelog records reported one by one per restore; the rest only counted.
+REPORTED_BAD_RECORDS = 10
+
+
+class RestoreStopped(Exception):
+    """A stop was requested while a store was being restored."""
 
 
 class Restorer:
-    def __init__(self, consumer_config: dict[str, Any], probe: OffsetProbe, topic: str) -> None:
+    def __init__(
+        self,
+        consumer_config: dict[str, Any],
+        probe: OffsetProbe,
+        topic: str,
+        should_stop: Callable[[], bool] = lambda: False,
+        counts: Counter[str] | None = None,
+    ) -> None:
         # read_committed: an aborted transaction's state must not come back.
         self._consumer = Consumer(
             {**consumer_config, "isolation.level": "read_committed", "enable.auto.commit": False}
         )
         self._probe = probe
         self._topic = topic
+        self._should_stop = should_stop
+        self._counts = counts if counts is not None else Counter()
 
     def open(
         self, path: Path, partition: int, committed: Mapping[str, int]
@@ -41,8 +65,9 @@ class Restorer:
         """The store of changelog partition `partition`, restored to the changelog's end, and
         the keys a dead transaction wrote, which the task must write again. `committed`: the
         group's committed offset of partition `partition` of each subscribed topic."""
-        store = RocksDBStore(path)
-        low, high = self._probe.watermarks(self._topic, partition)
+        store = self._open_store(path, partition)
+        with blocking(f"{self._topic}-{partition} watermarks", 2 * PROBE_TIMEOUT_S):
+            low, high = self._probe.watermarks(self._topic, partition)
         start = store.changelog_offset
         if start is None or not low <= start <= high:
             if start is not None or next(store.raw_items(), None) is not None:
@@ -74,6 +99,29 @@ class Restorer:
             )
         return store, list(repairs)
 
+    def _open_store(self, path: Path, partition: int) -> RocksDBStore:
+        """The local store at `path`; a damaged one is moved aside and an empty one opened (the
+        restore then rebuilds it from the changelog)."""
+        store: RocksDBStore | None = None
+        try:
+            store = RocksDBStore(path)
+            store.verify()
+            return store
+        except StoreCorrupted as exc:
+            if store is not None:
+                store.close()
+            aside = RocksDBStore.move_aside(path)
+            self._counts["damaged_stores"] += 1
+            log.warning(
+                "%s-%d: the local store is damaged (%s); moved it to %s and rebuilding it from "
+                "the changelog",
+                self._topic,
+                partition,
+                exc,
+                aside,
+            )
+            return RocksDBStore(path)
+
     def _replay(
         self,
         store: RocksDBStore,
@@ -94,11 +142,20 @@ class Restorer:
         last_progress = time.monotonic()
         try:
             while position < end:
+                if self._should_stop():
+                    raise RestoreStopped(f"{self._topic}-{partition} at offset {position}")
                 messages = self._consumer.consume(BATCH, 0.05)
                 for msg in messages:
                     if msg.error():
                         raise KafkaException(msg.error())
                     key = msg.key()
+                    problem = _unreadable(key, msg.value(), msg.headers())
+                    if problem is not None:
+                        self._skip(partition, msg.offset(), problem)
+                        if key is not None and not key.startswith(META_PREFIX):
+                            repairs.pop(key, None)
+                            changes[key] = None  # forget the key: no state beats a wrong one
+                        continue
                     if changelog.never_committed(msg.headers(), committed):
                         repairs[key] = None
                         if first_dead is None:
@@ -130,6 +187,19 @@ class Restorer:
             self._consumer.unassign()
         return count
 
+    def _skip(self, partition: int, offset: int, reason: str) -> None:
+        self._counts["changelog_records_skipped"] += 1
+        skipped = self._counts["changelog_records_skipped"]
+        if skipped <= REPORTED_BAD_RECORDS:
+            log.warning(
+                "%s-%d: skipped the changelog record at offset %d: %s%s",
+                self._topic,
+                partition,
+                offset,
+                reason,
+                "; further ones are only counted" if skipped == REPORTED_BAD_RECORDS else "",
+            )
+
     def _position(self, tp: TopicPartition, fallback: int) -> int:
         # The consumer's position also steps over transaction markers, which no message shows.
         (current,) = self._consumer.position([TopicPartition(tp.topic, tp.partition)])
@@ -137,3 +207,22 @@ class Restorer:
 
     def close(self) -> None:
         self._consumer.close()
+
+
+def _unreadable(key: bytes | None, value: bytes | None, headers: changelog.Headers) -> str | None:
+    """Why a changelog record cannot be restored; None when it can."""
+    if key is None:
+        return "no key"
+    if key == CHANGELOG_OFFSET_KEY:
+        return "it claims the store's own checkpoint key"
+    try:
+        changelog.never_committed(headers, {})
+    except Exception as exc:
+        return f"unreadable {changelog.HEADER} header ({type(exc).__name__}: {exc})"
+    if value is None or key.startswith(META_PREFIX):
+        return None  # a deletion, or a meta record whose reader copes with bad bytes itself
+    try:
+        decode_state(value)
+    except Exception as exc:
+        return f"undecodable state ({type(exc).__name__}: {exc})"
+    return None
