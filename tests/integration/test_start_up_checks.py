@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,7 +13,7 @@ from confluent_kafka.admin import AdminClient
 from tests.harness.cdc_events import ToastTable
 from tests.harness.hydrator_process import run_args, run_to_completion
 from tests.harness.kafka import Broker
-from tests.harness.topics import create_topic, produce
+from tests.harness.topics import create_topic, produce, read_topic
 
 pytestmark = pytest.mark.integration
 
@@ -40,3 +43,46 @@ def test_an_unwritable_state_dir_is_exit_2_before_any_topic_is_created(
     assert "Traceback" not in done.stderr
     created = {output, f"{unique_name}-handoff", f"{unique_name}-state", f"{unique_name}-dlq"}
     assert not created & topic_names(bootstrap)
+
+
+SECRET = "n0t-in-any-log two words"
+
+
+@pytest.mark.parametrize("how", ["env", "config-file", "command-line-malformed"])
+def test_secrets_reach_the_clients_and_no_log(
+    kafka_broker: Broker, unique_name: str, tmp_path: Path, how: str
+) -> None:
+    """The recommended ways to give a secret (HYDRATOR_KAFKA_PROPERTY, the config file) work
+    end to end; a malformed -X item is refused without showing it."""
+    bootstrap = kafka_broker.bootstrap_servers
+    source, output = f"{unique_name}.items", f"{unique_name}.out"
+    create_topic(bootstrap, source, 1)
+    produce(bootstrap, source, [ToastTable().insert(1)])
+    args = run_args(
+        bootstrap, unique_name, [source], tmp_path / "state", "--available-now", output_topic=output
+    )
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    # On a PLAINTEXT listener librdkafka ignores SASL settings: what matters is that the value,
+    # spaces included, is accepted and never printed.
+    if how == "env":
+        env["HYDRATOR_KAFKA_PROPERTY"] = f"sasl.username=svc\nsasl.password={SECRET}\n"
+    elif how == "config-file":
+        config = tmp_path / "run.toml"
+        config.write_text(f'[run]\nkafka-property = ["sasl.password={SECRET}"]\n')
+        args += ["--config", str(config)]
+    else:
+        args += ["-X", f"sasl.password {SECRET}"]  # a space instead of '='
+    done = subprocess.run(
+        [sys.executable, "-m", "hydrator.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    for part in ("n0t-in-any-log", "two words"):
+        assert part not in done.stdout + done.stderr
+    if how == "command-line-malformed":
+        assert done.returncode == 2 and "--kafka-property" in done.stderr
+    else:
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert len(read_topic(bootstrap, output)) == 1
