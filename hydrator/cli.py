@@ -3,7 +3,9 @@
 Every option also reads `HYDRATOR_<NAME>` (e.g. HYDRATOR_INPUT_TOPIC, several values separated by
 spaces or commas) and the TOML file given by `--config` / HYDRATOR_CONFIG; the command line wins
 over the environment, which wins over the file. Exit codes: 0 done, 2 bad usage or configuration
-(the message names the option), 1 a fatal error while running.
+(the message names the option), 1 a fatal error while running, 75 (embedded) a temporary failure
+(no broker within --startup-timeout, or a Kafka call blocked past its timeout): start it again,
+130 interrupted (a second stop signal, or a stop the blocked engine could not honour in time).
 """
 
 from __future__ import annotations
@@ -307,6 +309,15 @@ def cli() -> None:
     envvar=_env("progress_interval"),
 )
 @click.option(
+    "--startup-timeout",
+    type=Duration(),
+    default="5m",
+    show_default=True,
+    envvar=_env("startup_timeout"),
+    help="Embedded: how long to wait for a broker at start-up and after an outage before "
+    "exiting 75.",
+)
+@click.option(
     "--master",
     default="local[*]",
     show_default=True,
@@ -426,6 +437,7 @@ def build_config(options: dict[str, Any]) -> RunConfig:
         commit_interval_ms=options["commit_interval"],
         state_cache_bytes=options["state_cache_bytes"],
         progress_interval_s=options["progress_interval"] / 1000,
+        startup_timeout_ms=options["startup_timeout"],
     )
 
 
@@ -459,17 +471,28 @@ def _check_format(name: str, settings: HydrationSettings) -> None:
 
 def _run_embedded(config: RunConfig) -> int:
     from hydrator.engines.embedded.engine import CONFIG_ERRORS, EmbeddedEngine
+    from hydrator.engines.embedded.watchdog import EXIT_TEMPORARY
+    from hydrator.kafka.reachability import BrokerUnavailable
 
-    return _guarded(EmbeddedEngine(config).run, CONFIG_ERRORS)
+    return _guarded(EmbeddedEngine(config).run, CONFIG_ERRORS, (BrokerUnavailable,), EXIT_TEMPORARY)
 
 
-def _guarded(run: Callable[[], None], config_errors: tuple[type[Exception], ...]) -> int:
+def _guarded(
+    run: Callable[[], None],
+    config_errors: tuple[type[Exception], ...],
+    temporary_errors: tuple[type[Exception], ...] = (),
+    temporary_exit: int = 1,
+) -> int:
     """Run an engine; the exit code for how it ended."""
     try:
         run()
     except config_errors as exc:
         click.echo(f"Error: {exc}", err=True)
         return 2
+    except temporary_errors as exc:
+        # Not a crash: the broker is missing; a supervisor should try again later.
+        click.echo(f"Error: {exc}", err=True)
+        return temporary_exit
     except KeyboardInterrupt:
         return 130
     except UnresolvedColumnsError as exc:

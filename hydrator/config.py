@@ -74,6 +74,8 @@ class RunConfig:
     hydration: HydrationSettings = field(default_factory=HydrationSettings)
     commit_interval_ms: int = 100
     progress_interval_s: float = 10.0
+    # How long a start-up (and a restart after an outage) waits for a broker to answer.
+    startup_timeout_ms: int = 300_000
     # Embedded: the decoded-state cache budget of the process, shared by its tasks.
     state_cache_bytes: int = 64 * 1024 * 1024
 

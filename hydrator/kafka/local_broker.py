@@ -41,6 +41,8 @@ class LocalBroker:
 
     port: int = field(default_factory=free_port)
     log_path: Path | None = None
+    # The port clients are told to connect to; another one puts a proxy in their way (tests).
+    advertised_port: int | None = None
     _process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -49,6 +51,7 @@ class LocalBroker:
 
     def start(self, timeout_s: float = 30.0) -> LocalBroker:
         url = f"tcp://127.0.0.1:{self.port}"
+        advertised = f"tcp://127.0.0.1:{self.advertised_port or self.port}"
         log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
         self._process = subprocess.Popen(
             [
@@ -57,7 +60,7 @@ class LocalBroker:
                 "--listener-url",
                 url,
                 "--advertised-listener-url",
-                url,
+                advertised,
             ],
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -1,15 +1,25 @@
-"""Wiring: build the Kafka clients, the state directory and the loop; tear them down in order."""
+"""Wiring: build the Kafka clients, the state directory and the loop; tear them down in order.
+
+Faults of the broker do not end the run. At start-up the engine waits for a broker at
+--bootstrap-servers (one line per attempt, up to --startup-timeout). When a batch cannot be
+committed or a Kafka call fails while running (an outage), it tears everything down and starts
+again in the same process: new clients, tasks reopened from their local stores, input resumed
+from the committed offsets (the failed batch was aborted and its state dropped, so nothing is
+lost), after a growing pause and one log line. A blocking call that overruns its timeout ends
+the process with exit code 75 for the supervisor to restart it (watchdog.py).
+"""
 
 from __future__ import annotations
 
 import logging
 import signal
 import threading
+import time
 from collections import Counter
 from types import FrameType
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from hydrator.config import ConfigError, RunConfig
@@ -18,14 +28,16 @@ from hydrator.engines.embedded.assignment import Assignment
 from hydrator.engines.embedded.available_now import AvailableNow
 from hydrator.engines.embedded.loop import StreamLoop
 from hydrator.engines.embedded.progress import Progress
-from hydrator.engines.embedded.restore import Restorer
+from hydrator.engines.embedded.restore import Restorer, RestoreStopped
 from hydrator.engines.embedded.sized_sink import SizeCheckedSink
 from hydrator.engines.embedded.state_dir import StateDirectory, StateDirLocked, StateDirUnusable
 from hydrator.engines.embedded.topics import TopologyError, prepare_topology, record_limits
 from hydrator.engines.embedded.topology import Topology
-from hydrator.engines.embedded.transaction import TransactionalWriter
+from hydrator.engines.embedded.transaction import TransactionalWriter, TransactionFailed
+from hydrator.engines.embedded.watchdog import blocking, watchdog
 from hydrator.kafka.client_config import ClientConfigError, ClientSettings, client_error
 from hydrator.kafka.offsets import OffsetProbe
+from hydrator.kafka.reachability import backoff_s, client_logger, wait_for_broker
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +60,18 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
     "transaction.timeout.ms": 30_000,
     # Java-compatible key hashing for anything produced without an explicit partition.
     "partitioner": "murmur2_random",
+    # After an outage librdkafka's re-bootstrap (the default "rebootstrap") decommissions the
+    # transaction coordinator, and send_offsets_to_transaction then waited on the lost
+    # coordinator forever, past its timeout (seen with librdkafka 2.16 on Tansu). Without it
+    # the producer reconnects to the brokers it knows and carries on.
+    "metadata.recovery.strategy": "none",
 }
+
+
+# Bound on tearing the clients down (they may be talking to a broker that is gone).
+CLOSE_TIMEOUT_S = 30.0
+# A run that lasted this long was healthy: the next restart's pause starts short again.
+HEALTHY_RUN_S = 120.0
 
 
 class EmbeddedEngine:
@@ -69,23 +92,73 @@ class EmbeddedEngine:
         state_dir = StateDirectory(config.state_dir, config.application_id)
         state_dir.lock()
         try:
-            topology = self._topology(clients)
-            self._run(clients, topology, state_dir)
+            with watchdog.running(), _stop_on_signals(self._stop):
+                if not self._wait_for_broker(clients):
+                    return
+                topology = self._topology(clients)
+                self._run_recovering(clients, topology, state_dir)
         finally:
             state_dir.unlock()
+
+    def _wait_for_broker(self, clients: ClientSettings) -> bool:
+        """False when a stop was requested while waiting."""
+        return wait_for_broker(
+            clients.admin(), self.config.startup_timeout_ms / 1000, self._stop.is_set
+        )
+
+    def _run_recovering(
+        self, clients: ClientSettings, topology: Topology, state_dir: StateDirectory
+    ) -> None:
+        """`_run`, started again after each failure the broker caused."""
+        restarts = 0
+        while True:
+            began = time.monotonic()
+            try:
+                self._run(clients, topology, state_dir)
+                return
+            except RestoreStopped:
+                log.info("stopped during restore")
+                return
+            except Exception as exc:
+                if not _broker_trouble(exc):
+                    raise
+                if self._stop.is_set():
+                    log.warning("stopped; the last batch was not committed: %s", _first_line(exc))
+                    return
+                if time.monotonic() - began > HEALTHY_RUN_S:
+                    restarts = 0
+                delay = backoff_s(restarts)
+                restarts += 1
+                self.counts["restarts"] += 1
+                log.warning(
+                    "Kafka failed (%s): restarting the engine in %.0f s (restart %d); the "
+                    "uncommitted batch is redone from the committed offsets",
+                    _first_line(exc),
+                    delay,
+                    restarts,
+                )
+            if not _sleep_unless(delay, self._stop.is_set) or not self._wait_for_broker(clients):
+                return
 
     def _run(self, clients: ClientSettings, topology: Topology, state_dir: StateDirectory) -> None:
         config = self.config
         restore = {
             **topology.limits.consumer,
             "group.id": f"{config.application_id}-restore",
+            "logger": client_logger(),
         }
         producer_config = clients.producer(self._producer_settings(state_dir, topology))
         producer = _client(Producer, producer_config)
         consumer_settings = {**topology.limits.consumer, **self._consumer_settings()}
         consumer = _client(Consumer, clients.consumer(consumer_settings))
         probe = OffsetProbe(clients.consumer(restore))
-        restorer = Restorer(clients.consumer(restore), probe, topology.changelog_topic)
+        restorer = Restorer(
+            clients.consumer(restore),
+            probe,
+            topology.changelog_topic,
+            self._stop.is_set,
+            self.counts,
+        )
         writer = TransactionalWriter(producer, topology)
         limits = record_limits(
             _client(AdminClient, clients.admin()),
@@ -124,16 +197,18 @@ class EmbeddedEngine:
                 available_now,
                 progress,
             )
-            with _stop_on_signals(self._stop):
-                loop.run(self._stop.is_set)
+            loop.run(self._stop.is_set)
         finally:
             # Closing the consumer revokes its partitions: the loop commits (unless it failed)
             # and closes the stores.
-            consumer.close()
+            with blocking("closing the consumer", CLOSE_TIMEOUT_S):
+                consumer.close()
             assignment.close_all()
-            producer.flush(10)
-            restorer.close()
-            probe.close()
+            with blocking("closing the producer", CLOSE_TIMEOUT_S):
+                producer.flush(CLOSE_TIMEOUT_S)
+            with blocking("closing the restore consumers", CLOSE_TIMEOUT_S):
+                restorer.close()
+                probe.close()
 
     def _topology(self, clients: ClientSettings) -> Topology:
         config = self.config
@@ -186,13 +261,54 @@ class EmbeddedEngine:
 def _client(kind: Any, config: dict[str, Any]) -> Any:
     """A Kafka client; a property librdkafka rejects is a configuration error (exit 2)."""
     try:
-        return kind(config)
+        return kind({"logger": client_logger(), **config})
     except (KafkaException, ValueError) as exc:
         reason = exc.args[0].str() if isinstance(exc, KafkaException) else str(exc)
         # Never echo a value: it may be a secret.
         values = {k: v for k, v in config.items() if isinstance(v, str)}
         values.pop("bootstrap.servers", None)
         raise client_error(reason, values) from None
+
+
+def _broker_trouble(exc: BaseException) -> bool:
+    """A failure a fresh start can get past: the broker was unreachable or failed a request.
+    Refusals (authorization, a topic that does not exist) would only repeat."""
+    if isinstance(exc, TransactionFailed | TimeoutError):
+        return True
+    if isinstance(exc, KafkaException):
+        error = exc.args[0] if exc.args else None
+        return not (isinstance(error, KafkaError) and error.code() in _PERMANENT)
+    return False
+
+
+_PERMANENT = frozenset(
+    {
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.GROUP_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+        KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        KafkaError.SASL_AUTHENTICATION_FAILED,
+        KafkaError._AUTHENTICATION,
+        KafkaError._INVALID_ARG,
+        KafkaError._UNKNOWN_TOPIC,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+    }
+)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]
+
+
+def _sleep_unless(seconds: float, stopped: Any) -> bool:
+    """Sleep; False (early) when a stop is requested."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if stopped():
+            return False
+        time.sleep(min(0.2, max(end - time.monotonic(), 0.0)))
+    return not stopped()
 
 
 class _stop_on_signals:

@@ -1,0 +1,270 @@
+"""Broker outages, injected by a TCP proxy in front of a broker of the test's own.
+
+Every client reaches the broker through the proxy (the broker advertises the proxy's port), and
+the proxy cuts every connection and refuses new ones for a while:
+
+* a 20 s and a 90 s cut while a stream is being hydrated: the engine recovers by itself (the
+  test never restarts it), loses nothing and hydrates nothing wrongly. On Tansu a transaction
+  the outage broke can stay visible (see test_embedded_crash.py), so a record may come out
+  twice; every copy must then be identical;
+* SIGTERM during a cut ends the process within a bounded time;
+* a broker that is not there at start-up is waited for (one line per attempt) and used once it
+  appears; one that never appears ends the run after --startup-timeout with exit code 75.
+
+The 90 s cut takes about two and a half minutes; it runs unless HYDRATOR_SKIP_LONG_OUTAGE is set.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from hydrator.core.records import HEADER_SOURCE
+from hydrator.demo.stream import ChangeRecord, DemoStream
+from hydrator.demo.truth import COMPARED, payload
+from hydrator.engines.embedded.watchdog import EXIT_TEMPORARY
+from hydrator.kafka.local_broker import LocalBroker, free_port
+from tests.harness.hydrator_process import HydratorProcess, run_args, run_to_completion
+from tests.harness.proxy import TcpProxy
+from tests.harness.topics import Consumed, create_topic, end_offsets, produce, read_topic
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 4
+SEED = 20251123
+ASSIGNED = r"assigned partitions \[0, 1, 2, 3\]"
+# Faster group membership changes, as in the crash test; the outage is the point here.
+FAST_GROUP = [
+    "-X",
+    "consumer.session.timeout.ms=3000",
+    "-X",
+    "consumer.heartbeat.interval.ms=500",
+]
+
+
+class ProxiedBroker:
+    def __init__(self, proxy: TcpProxy, broker: LocalBroker) -> None:
+        self.proxy = proxy
+        self.broker = broker
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.proxy.address
+
+
+@pytest.fixture(scope="module")
+def proxied_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProxiedBroker]:
+    broker_port, proxy_port = free_port(), free_port()
+    log_path = tmp_path_factory.mktemp("tansu") / "tansu.log"
+    with (
+        TcpProxy(broker_port, port=proxy_port) as proxy,
+        LocalBroker(port=broker_port, advertised_port=proxy_port, log_path=log_path) as broker,
+    ):
+        yield ProxiedBroker(proxy, broker)
+
+
+@pytest.mark.parametrize(
+    "cut_s",
+    [
+        20,
+        pytest.param(
+            90,
+            marks=pytest.mark.skipif(
+                bool(os.environ.get("HYDRATOR_SKIP_LONG_OUTAGE")),
+                reason="HYDRATOR_SKIP_LONG_OUTAGE is set",
+            ),
+        ),
+    ],
+)
+def test_the_engine_recovers_from_an_outage_by_itself(
+    proxied_broker: ProxiedBroker, unique_name: str, tmp_path: Path, cut_s: int
+) -> None:
+    bootstrap = proxied_broker.bootstrap_servers
+    source, output = f"{unique_name}.items", f"{unique_name}.out"
+    create_topic(bootstrap, source, PARTITIONS)
+    records = DemoStream(seed=SEED, keys=500, toast_size=100).records(12_000)
+    args = run_args(
+        bootstrap, unique_name, [source], tmp_path / "state", *FAST_GROUP, output_topic=output
+    )
+
+    with HydratorProcess(args, tmp_path / "run.log") as process:
+        process.wait_for_log(ASSIGNED, timeout_s=60)
+        # The stream flows before, during (buffered in the producer) and after the cut.
+        producing = _Producing(bootstrap, source, records, seconds=cut_s + 20)
+        producing.start()
+        time.sleep(5)
+        assert process.process.poll() is None, process.log
+        proxied_broker.proxy.cut(cut_s)
+        time.sleep(cut_s)
+        placed = producing.join()
+        _wait_until_committed(bootstrap, unique_name, source, process, timeout_s=180)
+        pid = process.process.pid
+        assert process.terminate(timeout_s=60) == 0, process.log
+        log = process.log
+
+    assert pid == process.process.pid  # one process throughout: no restart by the test
+    assert "Traceback" not in log, log
+    if cut_s >= 60:
+        assert re.search(r"restarting the engine in \d+ s", log), log
+    # librdkafka's connection chatter is held back: a handful of lines per kind, not hundreds.
+    assert len(log.splitlines()) < 400, f"{len(log.splitlines())} log lines"
+
+    outputs = read_topic(bootstrap, output, timeout_s=60)
+    _check(outputs, records, placed, source)
+
+
+def test_sigterm_during_a_cut_ends_the_process(
+    proxied_broker: ProxiedBroker, unique_name: str, tmp_path: Path
+) -> None:
+    bootstrap = proxied_broker.bootstrap_servers
+    source, output = f"{unique_name}.items", f"{unique_name}.out"
+    create_topic(bootstrap, source, PARTITIONS)
+    records = DemoStream(seed=SEED, keys=200, toast_size=100).records(4000)
+    args = run_args(
+        bootstrap, unique_name, [source], tmp_path / "state", *FAST_GROUP, output_topic=output
+    )
+    with HydratorProcess(args, tmp_path / "run.log") as process:
+        process.wait_for_log(ASSIGNED, timeout_s=60)
+        producing = _Producing(bootstrap, source, records, seconds=10)
+        producing.start()
+        time.sleep(3)
+        proxied_broker.proxy.cut(60)
+        try:
+            time.sleep(5)
+            began = time.monotonic()
+            code = process.terminate(timeout_s=45)
+            took = time.monotonic() - began
+        finally:
+            proxied_broker.proxy.restore()
+        producing.join()
+    assert code in (0, 130), process.log
+    assert took < 45, process.log
+    print(f"SIGTERM during a cut: exit {code} after {took:.1f} s")
+
+
+def test_a_broker_that_is_late_at_start_up_is_waited_for(
+    proxied_broker: ProxiedBroker, unique_name: str, tmp_path: Path
+) -> None:
+    bootstrap = proxied_broker.bootstrap_servers
+    source, output = f"{unique_name}.items", f"{unique_name}.out"
+    create_topic(bootstrap, source, 1)
+    records = DemoStream(seed=SEED, keys=20, toast_size=100).records(100)
+    placed = produce(bootstrap, source, [(r.key, r.value, list(r.headers)) for r in records])
+    args = run_args(
+        bootstrap, unique_name, [source], tmp_path / "state", "--available-now", output_topic=output
+    )
+    proxied_broker.proxy.cut(8)
+    done = run_to_completion(args, timeout_s=120)
+    assert done.returncode == 0, done.stderr
+    waits = re.findall(r"no broker answers at --bootstrap-servers \S+ \(attempt \d+", done.stderr)
+    assert 1 <= len(waits) <= 6, done.stderr
+    assert "%3|" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+    _check(read_topic(bootstrap, output), records, placed, source)
+
+
+def test_no_broker_at_start_up_ends_the_run_after_the_startup_timeout(
+    unique_name: str, tmp_path: Path
+) -> None:
+    nowhere = f"127.0.0.1:{free_port()}"
+    args = run_args(
+        nowhere,
+        unique_name,
+        ["in"],
+        tmp_path / "state",
+        "--startup-timeout",
+        "6s",
+        output_topic="out",
+    )
+    began = time.monotonic()
+    done = run_to_completion(args, timeout_s=60)
+    took = time.monotonic() - began
+    assert done.returncode == EXIT_TEMPORARY, done.stderr
+    assert took < 30, took
+    lines = done.stderr.strip().splitlines()
+    assert lines[-1].startswith(f"Error: no broker answered at --bootstrap-servers {nowhere}")
+    assert "--startup-timeout" in lines[-1]
+    assert len(lines) <= 8, done.stderr  # one line per attempt, not librdkafka's hundreds
+    assert "Traceback" not in done.stderr
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+class _Producing(threading.Thread):
+    def __init__(
+        self, bootstrap: str, topic: str, records: list[ChangeRecord], seconds: float
+    ) -> None:
+        super().__init__(daemon=True)
+        self._args = (bootstrap, topic, [(r.key, r.value, list(r.headers)) for r in records])
+        chunks = 50
+        self._pace = (len(records) // chunks + 1, seconds / chunks)
+        self._placed: list[tuple[int, int]] = []
+        self._error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self._placed = produce(*self._args, pace=self._pace)
+        except BaseException as exc:
+            self._error = exc
+
+    def join(self, timeout: float | None = None) -> list[tuple[int, int]]:  # type: ignore[override]
+        super().join(timeout)
+        if self._error is not None:
+            raise self._error
+        return self._placed
+
+
+def _wait_until_committed(
+    bootstrap: str, group: str, topic: str, process: HydratorProcess, timeout_s: float
+) -> None:
+    """Until the engine's committed offsets reach the ends of `topic`."""
+    ends = end_offsets(bootstrap, topic)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            assert process.process.poll() is None, process.log
+            committed = consumer.committed([TopicPartition(topic, p) for p in ends], timeout=10)
+            if all(tp.offset >= ends[tp.partition] for tp in committed):
+                return
+            time.sleep(1)
+    finally:
+        consumer.close()
+    raise AssertionError(f"not all of {topic} committed within {timeout_s}s:\n{process.log}")
+
+
+def _check(
+    outputs: list[Consumed], records: list[ChangeRecord], placed: list[tuple[int, int]], source: str
+) -> None:
+    truth = {f"{source}:{p}:{o}": r for r, (p, o) in zip(records, placed, strict=True)}
+    copies: dict[str, list[Consumed]] = defaultdict(list)
+    for out in outputs:
+        copies[out.header(HEADER_SOURCE).decode()].append(out)
+    missing = sorted(set(truth) - set(copies))
+    assert not missing, f"lost {len(missing)} records: {missing[:5]}"
+    assert set(copies) <= set(truth)
+    for src, outs in copies.items():
+        first, *again = outs
+        for other in again:
+            assert (other.partition, other.key, other.value, other.headers) == (
+                first.partition,
+                first.key,
+                first.value,
+                first.headers,
+            ), f"{src} re-emitted differently"
+        record = truth[src]
+        got = payload(first.value)
+        if record.truth is None:
+            assert got is None, f"{src}: a tombstone must pass through"
+            continue
+        assert got is not None, src
+        for name in COMPARED:
+            assert got[name] == record.truth[name], f"{src} ({record.kind}): {name} wrong"
