@@ -95,7 +95,9 @@ _clean_schemas: tuple[bytes, ...] = ()
 def _has_wide_float(document: Any, raw: bytes | bytearray | memoryview | str) -> bool:
     """Whether a float orjson made could stand for a wider integer. A Kafka Connect envelope
     repeats the same large schema on every record: its text, once found clean, is remembered,
-    and a record that starts with it has only its payload walked."""
+    and a record that starts with it has only its payload walked. (A record that repeats the
+    "schema" member, the last one winning, is not read again for a wide integer in that second
+    schema; no converter writes one.)"""
     global _clean_schemas
     if type(document) is dict and "schema" in document and type(raw) is bytes:
         if _clean_schemas and raw.startswith(_clean_schemas):
