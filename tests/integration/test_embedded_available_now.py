@@ -138,3 +138,49 @@ def test_available_now_waits_for_partitions_a_dead_member_still_holds(
     for out in outputs:
         lsn, after = after_of(out.value)
         assert after == table.expected_after[lsn]
+
+
+def test_two_available_now_runs_of_one_group_both_end(
+    kafka_broker: Broker, unique_name: str, tmp_path: Path
+) -> None:
+    """Each waits for the other's partitions, through the committed offsets: neither may wait
+    forever (say, for the other's transaction markers), and together they process everything."""
+    bootstrap = kafka_broker.bootstrap_servers
+    source, output = f"{unique_name}.items", f"{unique_name}.out"
+    create_topic(bootstrap, source, PARTITIONS)
+    table = ToastTable(doc_size=300)
+    records = list(table.workload(keys=300, updates_per_key=3))
+    for old, new in [(1, 1001), (2, 1002), (3, 1003)]:  # handoffs between the instances' tasks
+        records += table.change_key(old, new)
+    placed = produce(bootstrap, source, records)
+
+    runs = [
+        HydratorProcess(
+            run_args(
+                bootstrap,
+                unique_name,
+                [source],
+                tmp_path / f"state-{i}",
+                "--available-now",
+                output_topic=output,
+            ),
+            tmp_path / f"run-{i}.log",
+        )
+        for i in range(2)
+    ]
+    try:
+        codes = [run.wait(timeout_s=180) for run in runs]
+    finally:
+        for run in runs:
+            run.__exit__(None, None, None)
+    assert codes == [0, 0], [run.log[-3000:] for run in runs]
+
+    outputs = read_topic(bootstrap, output)
+    seen = {o.header(HEADER_SOURCE).decode() for o in outputs}
+    with_value = {
+        f"{source}:{p}:{o}" for (_, value, _), (p, o) in zip(records, placed, strict=True) if value
+    }
+    assert with_value <= seen
+    for out in (o for o in outputs if o.value is not None):  # tombstones pass through
+        lsn, after = after_of(out.value)
+        assert after == table.expected_after[lsn]
