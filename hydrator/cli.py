@@ -268,6 +268,8 @@ def cli() -> None:
     default="16MB",
     show_default=True,
     envvar=_env("max_record_bytes"),
+    help="Larger input keys or values go to the DLQ; the topics the engine creates take records "
+    "of 2x (outputs, handoffs, DLQ) and 3x (state changelog) this, plus 1 MiB.",
 )
 @click.option(
     "--max-parked-records",
