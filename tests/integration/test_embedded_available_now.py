@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from hydrator.core.records import HEADER_SOURCE
-from tests.harness.cdc_events import ToastTable, after_of
+from hydrator.kafka.partitioner import partition_for_key
+from tests.harness.cdc_events import ToastTable, after_of, key_bytes
 from tests.harness.hydrator_process import HydratorProcess, run_args, run_to_completion
 from tests.harness.kafka import Broker
 from tests.harness.topics import create_topic, produce, read_topic
@@ -121,7 +122,7 @@ def test_available_now_waits_for_partitions_a_dead_member_still_holds(
         with HydratorProcess(args, tmp_path / "hydrator.log") as run:
             run.wait_for_log(r"assigned partitions \[", timeout_s=90)
             # our part done; the holder's partitions untouched: the run must wait for them
-            run.wait_for_log(r"waiting for partitions \[", timeout_s=90)
+            run.wait_for_log(r"this instance is done; waiting", timeout_s=90)
             assert run.process.poll() is None
             holder.send_signal(signal.SIGKILL)
             code = run.wait(timeout_s=120)
@@ -184,3 +185,78 @@ def test_two_available_now_runs_of_one_group_both_end(
     for out in (o for o in outputs if o.value is not None):  # tombstones pass through
         lsn, after = after_of(out.value)
         assert after == table.expected_after[lsn]
+
+
+def test_available_now_waits_for_keys_parked_in_a_stopped_members_partitions(
+    kafka_broker: Broker, unique_name: str, tmp_path: Path
+) -> None:
+    """Keys parked in partitions whose offsets are all committed show in no offset: the run must
+    not end before the group has settled and it owns every partition a stopped member held."""
+    bootstrap = kafka_broker.bootstrap_servers
+    source, output = f"{unique_name}.items", f"{unique_name}.out"
+    handoff = f"{unique_name}-handoff"
+    create_topic(bootstrap, source, PARTITIONS)
+    create_topic(bootstrap, handoff, PARTITIONS)
+    table = ToastTable(doc_size=300)
+    records = [table.insert(old) for old in range(4)]
+    creates = []
+    news = iter(range(100, 10_000))
+    for old in range(4):  # one key change per partition, whose DELETE never comes
+        new = next(n for n in news if partition_for_key(key_bytes(n), PARTITIONS) == old)
+        *_, create = table.change_key(old, new)
+        creates.append(create)
+    placed = produce(bootstrap, source, records + creates)
+    created_at = {f"{source}:{p}:{o}" for p, o in placed[len(records) :]}
+
+    # A first run processes everything and stops cleanly: offsets at the end, four keys parked
+    first_args = run_args(
+        bootstrap,
+        unique_name,
+        [source],
+        tmp_path / "first",
+        "--handoff-timeout",
+        "1h",
+        output_topic=output,
+    )
+    with HydratorProcess(first_args, tmp_path / "first.log") as first:
+        deadline = time.monotonic() + 90
+        while first.records_processed() < len(placed) or "parked 4" not in first.log:
+            assert time.monotonic() < deadline, first.log[-3000:]
+            time.sleep(0.5)
+        assert first.terminate() == 0
+
+    holder_log = tmp_path / "holder.log"
+    with holder_log.open("w") as log:
+        holder = subprocess.Popen(
+            [sys.executable, "-c", HOLDER, bootstrap, unique_name, source, handoff],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while "holding [(" not in holder_log.read_text():
+            assert time.monotonic() < deadline, holder_log.read_text()
+            time.sleep(0.2)
+        args = run_args(
+            bootstrap,
+            unique_name,
+            [source],
+            tmp_path / "second",
+            "--available-now",
+            "--handoff-timeout",
+            "2s",
+            output_topic=output,
+        )
+        with HydratorProcess(args, tmp_path / "second.log") as run:
+            run.wait_for_log(r"assigned partitions \[", timeout_s=90)
+            run.wait_for_log(r"this instance is done; waiting", timeout_s=90)
+            holder.send_signal(signal.SIGKILL)  # dies holding its partitions
+            code = run.wait(timeout_s=120)
+            assert code == 0, run.log[-5000:]
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+        holder.wait(10)
+
+    seen = {o.header(HEADER_SOURCE).decode() for o in read_topic(bootstrap, output)}
+    assert created_at <= seen, f"parked CREATEs never emitted: {sorted(created_at - seen)}"

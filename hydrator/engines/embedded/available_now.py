@@ -7,7 +7,11 @@ only when no key is parked waiting for one.
 The goal is the whole group's, not this instance's: partitions it does not own (another member's,
 or a dead member's until its session expires and the group hands them over) count through the
 group's committed offsets. So a run that got only some partitions keeps polling until the others
-are processed, by their owners or by itself after a rebalance.
+are processed, by their owners or by itself after a rebalance. Keys parked in a dead member's
+partitions show in no committed offset, so a run that does not own every partition also waits
+until the group has settled (`settle_s`, twice the session timeout, counted from when its own part
+was first done): by then a member that stopped before that has expired and its partitions were
+handed over.
 """
 
 from __future__ import annotations
@@ -28,8 +32,12 @@ WAITING_LOG_S = 10.0
 
 
 class AvailableNow:
-    def __init__(self, consumer: Consumer, probe: OffsetProbe, topology: Topology) -> None:
+    def __init__(
+        self, consumer: Consumer, probe: OffsetProbe, topology: Topology, settle_s: float = 0.0
+    ) -> None:
         self._consumer = consumer
+        self._settle_s = settle_s
+        self._settle_until: float | None = None  # set when this instance's part is first done
         self._probe = probe
         self._topology = topology
         self.input_ends = probe.ends(
@@ -61,6 +69,8 @@ class AvailableNow:
         input and handoff partition have reached their goals."""
         owned = list(owned)
         self._commit_skipped(owned)
+        if not self._settled(owned):
+            return False
         mine = {(tp.topic, tp.partition) for tp in owned}
         handoff = self._topology.handoff_topic
         others = [
@@ -75,15 +85,35 @@ class AvailableNow:
         goals.update(self._probe.ends(tp for tp in others if tp[0] == handoff))
         committed = self._committed(others)
         behind = sorted({p for (topic, p) in others if committed[topic, p] < goals[topic, p]})
-        if behind and time.monotonic() - self._last_waiting_log >= WAITING_LOG_S:
-            self._last_waiting_log = time.monotonic()
-            log.info(
+        if behind:
+            self._log_waiting(
                 "available-now: this instance is done; waiting for partitions %s, which the "
                 "group has not processed to their end yet (another member owns them, or a "
                 "stopped one until its session expires)",
                 behind,
             )
         return not behind
+
+    def _settled(self, owned: list[TopicPartition]) -> bool:
+        """This instance owns every partition, or the group has had time to take a stopped
+        member's partitions away from it."""
+        if len({tp.partition for tp in owned}) == self._topology.partitions:
+            return True
+        if self._settle_until is None:
+            self._settle_until = time.monotonic() + self._settle_s
+        if time.monotonic() >= self._settle_until:
+            return True
+        self._log_waiting(
+            "available-now: this instance is done; waiting up to %.0f s for the group to hand "
+            "over the partitions of a member that may have stopped",
+            self._settle_until - time.monotonic(),
+        )
+        return False
+
+    def _log_waiting(self, message: str, *args: object) -> None:
+        if time.monotonic() - self._last_waiting_log >= WAITING_LOG_S:
+            self._last_waiting_log = time.monotonic()
+            log.info(message, *args)
 
     def _committed(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """The group's committed offsets; the log start where nothing is committed."""

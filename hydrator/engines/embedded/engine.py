@@ -150,7 +150,8 @@ class EmbeddedEngine:
         producer_config = clients.producer(self._producer_settings(state_dir, topology))
         producer = _client(Producer, producer_config)
         consumer_settings = {**topology.limits.consumer, **self._consumer_settings()}
-        consumer = _client(Consumer, clients.consumer(consumer_settings))
+        consumer_config = clients.consumer(consumer_settings)
+        consumer = _client(Consumer, consumer_config)
         probe = OffsetProbe(clients.consumer(restore))
         restorer = Restorer(
             clients.consumer(restore),
@@ -178,8 +179,11 @@ class EmbeddedEngine:
         )
         try:
             writer.init()
+            # A stopped member keeps its partitions until its session expires; then the group
+            # needs a rebalance to hand them over.
+            settle_s = 2 * float(consumer_config["session.timeout.ms"]) / 1000
             available_now = (
-                AvailableNow(consumer, probe, topology) if config.available_now else None
+                AvailableNow(consumer, probe, topology, settle_s) if config.available_now else None
             )
             progress = Progress(
                 self.counts,
