@@ -6,8 +6,11 @@ everything is gone when the process stops.
 
 from __future__ import annotations
 
+import ctypes
+import signal
 import socket
 import subprocess
+import sys
 import time
 from contextlib import closing
 from dataclasses import dataclass, field
@@ -33,6 +36,17 @@ def free_port() -> int:
     with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """Runs in the broker's process before exec: a parent killed without cleaning up (a test
+    runner that timed out, a SIGKILLed demo) takes its broker along, instead of leaving a
+    memory-holding broker behind."""
+    if sys.platform == "linux":
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 @dataclass
@@ -65,6 +79,7 @@ class LocalBroker:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
         self._wait_ready(timeout_s)
         return self
