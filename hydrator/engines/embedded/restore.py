@@ -66,7 +66,8 @@ class Restorer:
         the keys a dead transaction wrote, which the task must write again. `committed`: the
         group's committed offset of partition `partition` of each subscribed topic."""
         store = self._open_store(path, partition)
-        with blocking(f"{self._topic}-{partition} watermarks", 2 * PROBE_TIMEOUT_S):
+        # Up to three probe timeouts in a row: the low watermark, the reported end, the fetch.
+        with blocking(f"{self._topic}-{partition} watermarks", 3 * PROBE_TIMEOUT_S):
             low, high = self._probe.watermarks(self._topic, partition)
         start = store.changelog_offset
         if start is None or not low <= start <= high:
