@@ -69,6 +69,8 @@ class OffsetReader:
     def __init__(self, client_config: Mapping[str, str], topics: list[str], strategy: str) -> None:
         self._config = dict(client_config)
         self._topics = topics
+        # Subscribed topics the last metadata did not list at all (deleted, or not created yet).
+        self.absent: frozenset[str] = frozenset()
         self._strategy = strategy
         self._admin: AdminClient | None = None
         self._probe: Consumer | None = None
@@ -127,6 +129,7 @@ class OffsetReader:
         # Metadata for all topics, not per topic: a request naming a missing topic makes the
         # broker auto-create it (Tansu always, Kafka by default) with the default partition count.
         metadata = self._admin_client().list_topics(timeout=_REQUEST_TIMEOUT_S)
+        self.absent = frozenset(t for t in self._topics if t not in metadata.topics)
         found: list[TP] = []
         for topic in self._topics:
             described = metadata.topics.get(topic)

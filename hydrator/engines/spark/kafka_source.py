@@ -174,6 +174,15 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin = offsets_from_json(start)
         current = set(self._offsets.partitions())
+        gone = sorted(self._offsets.absent & {topic for topic, _ in begin})
+        if gone:
+            # Its offsets would otherwise stay where they are, and the query go on without it.
+            raise KafkaException(
+                KafkaError(
+                    KafkaError.UNKNOWN_TOPIC_OR_PART,
+                    f"topic {gone[0]} no longer exists: it was deleted while the query read it",
+                )
+            )
         if self._available_now_target is not None:
             current &= set(self._available_now_target)
         added = sorted(current - set(begin))
