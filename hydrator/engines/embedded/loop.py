@@ -29,6 +29,14 @@ MAX_BATCH = 5000
 POLL_TIMEOUT_S = 0.05
 # Past this many records a commit is due whatever the interval: bounds memory and redo work.
 MAX_UNCOMMITTED = 20_000
+# Wide rows (whole TOASTed values) must not make memory follow row size. What a record costs
+# while its transaction is open is its input plus its outputs (the changed state and changelog
+# record are about as large as the output): a commit is due past MAX_UNCOMMITTED_BYTES of that,
+# and a consume batch is sized to about MAX_BATCH_BYTES of it at the open transaction's mean.
+MAX_UNCOMMITTED_BYTES = 16 * 1024 * 1024
+MAX_BATCH_BYTES = 8 * 1024 * 1024
+# Until the first records tell their size.
+FIRST_BATCH = 256
 AVAILABLE_NOW_CHECK_S = 0.25
 COMMITTED_TIMEOUT_S = 60.0
 
@@ -54,6 +62,8 @@ class StreamLoop:
         self._available_now = available_now
         self._progress = progress
         self._uncommitted = 0
+        self._uncommitted_bytes = 0  # of input records
+        self._batch_limit = FIRST_BATCH
         self._batch_started: float | None = None
         self._failed = False
         self._last_finish_check = 0.0
@@ -67,9 +77,11 @@ class StreamLoop:
         )
         try:
             while not should_stop():
-                messages = self._consumer.consume(MAX_BATCH, POLL_TIMEOUT_S)
+                messages = self._consumer.consume(self._batch_limit, POLL_TIMEOUT_S)
                 for msg in messages:
                     self._dispatch(msg)
+                if messages:
+                    self._fit_batch(messages)
                 self._fire_timers()
                 if self._commit_due():
                     self.commit()
@@ -125,6 +137,17 @@ class StreamLoop:
         self._counts["handoffs_received"] += 1
         task.receive_handoff(handoff, task.now_ms())
 
+    def _fit_batch(self, messages: list[Message]) -> None:
+        """Count the batch's input bytes; size the next batch to about MAX_BATCH_BYTES."""
+        self._uncommitted_bytes += sum(len(msg.value() or b"") for msg in messages)
+        mean = max(self._footprint() // max(self._uncommitted, 1), 1)
+        self._batch_limit = max(1, min(MAX_BATCH, MAX_BATCH_BYTES // mean))
+
+    def _footprint(self) -> int:
+        """Bytes of input and output the open transaction holds."""
+        written = sum(task.written_bytes for task in self._assignment.tasks.values())
+        return self._uncommitted_bytes + written
+
     # -- timers ------------------------------------------------------------------------------
 
     def _fire_timers(self) -> None:
@@ -142,7 +165,7 @@ class StreamLoop:
     # -- commits -----------------------------------------------------------------------------
 
     def _commit_due(self) -> bool:
-        if self._uncommitted >= MAX_UNCOMMITTED:
+        if self._uncommitted >= MAX_UNCOMMITTED or self._footprint() >= MAX_UNCOMMITTED_BYTES:
             return True
         if self._batch_started is None:
             # Timers alone can change state or produce.
@@ -167,6 +190,9 @@ class StreamLoop:
         for p, changes in encoded.items():
             tasks[p].committed(changes, written[p])
         self._uncommitted = 0
+        self._uncommitted_bytes = 0
+        for task in self._assignment.tasks.values():
+            task.written_bytes = 0
         self._batch_started = None
         self._counts["commits"] += 1
 
@@ -189,6 +215,9 @@ class StreamLoop:
         log.warning("partitions lost: %s", sorted({tp.partition for tp in partitions}))
         self._writer.abort()
         self._uncommitted = 0
+        self._uncommitted_bytes = 0
+        for task in self._assignment.tasks.values():
+            task.written_bytes = 0
         self._batch_started = None
         self._assignment.close_all()
 

@@ -83,6 +83,9 @@ class Task:
         self.partition = partition
         self.store = store
         self.dirty: dict[bytes, StateRecord | None] = {}
+        # Bytes of the outputs written since the last commit (the loop resets it): with `dirty`,
+        # what the open transaction holds in memory.
+        self.written_bytes = 0
         # key -> (decoded state, bytes it counts for)
         self._cache: dict[bytes, tuple[StateRecord | None, int]] = {}
         self._cache_used = 0
@@ -269,6 +272,7 @@ class Task:
     def _emit(self, topic: str, step: Transition) -> None:
         for record in step.emitted:
             self._sink.output(topic, record)
+            self.written_bytes += len(record.value or b"")
         for dead in step.dead:
             self._sink.dead(dead.to_output())
         for handoff in step.handoffs:
