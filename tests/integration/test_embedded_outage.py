@@ -11,7 +11,7 @@ the proxy cuts every connection and refuses new ones for a while:
 * a broker that is not there at start-up is waited for (one line per attempt) and used once it
   appears; one that never appears ends the run after --startup-timeout with exit code 75.
 
-The 90 s cut takes about two and a half minutes; it runs unless HYDRATOR_SKIP_LONG_OUTAGE is set.
+The 90 s cut takes about two minutes; it runs unless HYDRATOR_SKIP_LONG_OUTAGE is set.
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def test_the_engine_recovers_from_an_outage_by_itself(
     with HydratorProcess(args, tmp_path / "run.log") as process:
         process.wait_for_log(ASSIGNED, timeout_s=60)
         # The stream flows before, during (buffered in the producer) and after the cut.
-        producing = _Producing(bootstrap, source, records, seconds=cut_s + 20)
+        producing = _Producing(bootstrap, source, records, seconds=25)
         producing.start()
         time.sleep(5)
         assert process.process.poll() is None, process.log
