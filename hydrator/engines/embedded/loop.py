@@ -22,6 +22,7 @@ from hydrator.engines.embedded.progress import Progress
 from hydrator.engines.embedded.topics import check_topic_error
 from hydrator.engines.embedded.topology import Topology
 from hydrator.engines.embedded.transaction import TransactionalWriter
+from hydrator.engines.embedded.watchdog import blocking
 
 log = logging.getLogger(__name__)
 
@@ -199,7 +200,8 @@ class StreamLoop:
     # -- rebalances --------------------------------------------------------------------------
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        committed = consumer.committed(partitions, COMMITTED_TIMEOUT_S) if partitions else []
+        with blocking("committed offsets", COMMITTED_TIMEOUT_S):
+            committed = consumer.committed(partitions, COMMITTED_TIMEOUT_S) if partitions else []
         self._assignment.open(partitions, committed)
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
