@@ -9,6 +9,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +21,14 @@ from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 from hydrator.config import RunConfig
 from hydrator.engines.embedded.state_dir import check_writable
 from hydrator.engines.embedded.topics import TopologyError, output_topics
+from hydrator.engines.spark.clock import CatchUpGate, CatchUpListener, DowntimeLedger
 from hydrator.engines.spark.parked import parked_summary
 from hydrator.engines.spark.query import COUNTERS, OBSERVATION, QuerySpec, writer
 from hydrator.engines.spark.session import spark_session
 from hydrator.engines.spark.stateful import Topics
 from hydrator.kafka.admin import TopicSpec, ensure_topics, max_message_bytes, partition_counts
 from hydrator.kafka.client_config import ClientSettings, client_error
+from hydrator.kafka.offsets import OffsetProbe
 from hydrator.kafka.record_limits import TopicLimits
 
 log = logging.getLogger("hydrator.spark")
@@ -96,6 +99,18 @@ class SparkEngine:
             ).producer,
         )
 
+    def _ends(self, topics: Topics) -> dict[tuple[str, int], int]:
+        """The ends of every input and handoff partition now: what the query must have read
+        before timeouts fire."""
+        config = self.config
+        settings = ClientSettings(config.bootstrap_servers, config.kafka_properties)
+        probe = OffsetProbe(settings.consumer({"group.id": f"{config.application_id}-probe"}))
+        try:
+            names = [*config.input_topics, topics.handoff]
+            return probe.ends([(name, p) for name in names for p in probe.partitions(name)])
+        finally:
+            probe.close()
+
     # -- running -------------------------------------------------------------------------------
 
     def run(self) -> None:
@@ -107,13 +122,24 @@ class SparkEngine:
         )
         progress = _Progress(self.config.progress_interval_s)
         spark.streams.addListener(progress)
-        spec = self._spec(topics, sizes)
+        # Downtime is counted from here: the session's start-up is not processing either.
+        ledger = DowntimeLedger(self.checkpoint)
+        gate = CatchUpGate(self.checkpoint, self._ends(topics))
+        catch_up = CatchUpListener(gate)
+        spark.streams.addListener(catch_up)
+        spec = replace(
+            self._spec(topics, sizes),
+            clock_offset_ms=ledger.start(),
+            catch_up_gate=(str(gate.path), gate.run),
+        )
         try:
             if self.config.available_now:
                 self._available_now(spark, spec)
             else:
                 self._continuous(spark, spec)
         finally:
+            ledger.stop()
+            spark.streams.removeListener(catch_up)
             spark.streams.removeListener(progress)
             log.info("totals: %s", dict(progress.totals))
 
@@ -141,7 +167,9 @@ class SparkEngine:
             )
             if parked == 0:
                 return
-            wait_s = max(0.0, (deadline_ms or 0) / 1000 - time.time()) + 0.1
+            # the deadline is in processing time (clock.py): on the wall clock it is later
+            deadline_wall_ms = (deadline_ms or 0) + spec.clock_offset_ms
+            wait_s = max(0.0, deadline_wall_ms / 1000 - time.time()) + 0.1
             log.info("%d keys wait for a key-change handoff; next timeout in %.1fs", parked, wait_s)
             if self._stop.wait(wait_s):
                 return

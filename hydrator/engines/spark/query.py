@@ -42,6 +42,10 @@ class QuerySpec:
     # max.message.bytes per topic written; records that exceed it go to the DLQ
     max_message_bytes: Mapping[str, int] | None = None
     producer_max_bytes: int | None = None  # the sink producer's message.max.bytes
+    # wall time minus processing time: the downtime the timeouts must not count (clock.py)
+    clock_offset_ms: int = 0
+    # (gate file, engine run): timeouts wait until the query has caught up (clock.py)
+    catch_up_gate: tuple[str, str] | None = None
 
 
 def kafka_input(spark: SparkSession, spec: QuerySpec) -> DataFrame:
@@ -66,7 +70,9 @@ def hydrate(records: DataFrame, spec: QuerySpec) -> DataFrame:
         routed(records, spec.settings, spec.format, spec.topics.handoff)
         .groupBy("group")
         .applyInPandasWithState(
-            group_function(spec.settings, spec.format, spec.topics),
+            group_function(
+                spec.settings, spec.format, spec.topics, spec.clock_offset_ms, spec.catch_up_gate
+            ),
             OUTPUT_SCHEMA,
             STATE_SCHEMA,
             "Append",

@@ -34,6 +34,7 @@ from pyspark.sql.types import (
 
 from hydrator.core import DeadLetter, Handoff, HydrationSettings, Hydrator, RawRecord, Transition
 from hydrator.core.hydrator import failure_reason
+from hydrator.engines.spark.clock import gate_is_open
 from hydrator.engines.spark.kafka_sink import pack_records
 from state.codec import decode_state, encode_state
 from state.record import StateRecord
@@ -94,8 +95,18 @@ def hydrator_for(settings: HydrationSettings, format: str) -> Hydrator:
 
 
 def group_function(
-    settings: HydrationSettings, format: str, topics: Topics
+    settings: HydrationSettings,
+    format: str,
+    topics: Topics,
+    clock_offset_ms: int = 0,
+    catch_up_gate: tuple[str, str] | None = None,
 ) -> Callable[[tuple[Any, ...], Iterator[pd.DataFrame], GroupState], Iterator[pd.DataFrame]]:
+    """The group function; it dates states and reads timeouts in processing time, the wall
+    clock minus `clock_offset_ms` (the downtime so far: clock.py). Spark arms its timeouts by
+    the wall clock, so after downtime they fire early: `tick` then finds nothing due, and the
+    timeout is armed again for what remains. Until the `catch_up_gate` (gate file, engine run)
+    opens, a timeout re-arms without `tick`: the query has not yet read what was waiting."""
+
     def hydrate_group(
         key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: GroupState
     ) -> Iterator[pd.DataFrame]:
@@ -104,8 +115,8 @@ def group_function(
         step = _GroupStep(hydrator, topics, key[0], loaded)
         if unreadable:
             step.counts["state_unreadable"] = 1
-        now_ms = int(time.time() * 1000)
-        if state.hasTimedOut:
+        now_ms = int(time.time() * 1000) - clock_offset_ms
+        if state.hasTimedOut and (catch_up_gate is None or gate_is_open(*catch_up_gate)):
             step.apply(hydrator.tick(step.state, now_ms) if step.state else Transition(None), 0)
         records: list[bytes] = []
         for frame in frames:
