@@ -108,6 +108,7 @@ def test_a_reopened_task_resumes_its_clock_so_downtime_does_not_count(
     monotonic.ms += 3_600_000  # an hour down: the task's clock does not move
     task, sink = _task(tmp_path / "store", settings)
     assert task.now_ms() == start + 1_000
+    assert not task.has_changes()  # the reading it resumed from is saved already
     task.fire_timers(task.now_ms())
     assert sink.outputs == [] and task.parked_count == 1
     monotonic.ms += 4_000  # five seconds of running time in all

@@ -92,8 +92,9 @@ class Task:
         self.cache_bytes = cache_bytes
         self._routes: dict[bytes, str] = {}
         self._routes_used = 0
-        self.clock = ProcessingClock(decode_reading(store.get_raw(CLOCK_KEY)))
-        self._clock_saved_ms: int | None = None
+        # The reading saved last, from which the clock resumes.
+        self._clock_saved_ms = decode_reading(store.get_raw(CLOCK_KEY))
+        self.clock = ProcessingClock(self._clock_saved_ms)
         # Timers wait for it; the assignment sets it when the task is assigned.
         self.catch_up = CatchUp.none()
         self._hydrator = hydrator
