@@ -50,6 +50,17 @@ def failure_reason(exc: BaseException) -> str:
     return reason if len(reason) <= REASON_CHARS else reason[: REASON_CHARS - 3] + "..."
 
 
+def read_handoff(record: RawRecord) -> Handoff | DeadLetter:
+    """A record of the handoff topic as a Handoff. Anything can be written to that topic, so one
+    that does not decode is a dead letter, as bad input is."""
+    try:
+        return Handoff.decode(record.value or b"")
+    except _PASSED_THROUGH:
+        raise
+    except Exception as exc:
+        return DeadLetter(record, f"unreadable handoff: {failure_reason(exc)}")
+
+
 class Hydrator:
     def __init__(self, settings: HydrationSettings | None = None, format: str = "auto") -> None:
         self.settings = settings or HydrationSettings()

@@ -366,3 +366,21 @@ def test_a_reason_quoting_the_record_is_short_and_always_writable() -> None:
     (dead,) = hydrator.process(None, RawRecord("raw", 0, 1, KEY, event()), 5).dead
     assert len(dead.reason) == 1000 and dead.reason.startswith("KeyError: ")
     assert dict(dead.to_output().headers)[HEADER_ERROR].startswith(b"KeyError: '\\ud800")
+
+
+@pytest.mark.parametrize("value", [None, b"", b"\xc1", msgpack.packb([9, "t"]), DEEP])
+def test_an_unreadable_handoff_record_is_a_dead_letter(value: bytes | None) -> None:
+    from hydrator.core.hydrator import read_handoff
+
+    record = RawRecord("app-handoff", 0, 7, b"t\x00k", value)
+    dead = read_handoff(record)
+    assert isinstance(dead, DeadLetter)
+    assert dead.record is record
+    assert dead.reason.startswith("unreadable handoff: ")
+
+
+def test_a_handoff_record_reads_back() -> None:
+    from hydrator.core.hydrator import read_handoff
+
+    handoff = Handoff("t", '{"id":2}', '{"id":1}', {"id": 1, "v": "x"}, (1, 2), "t:0:3")
+    assert read_handoff(RawRecord("app-handoff", 0, 7, None, handoff.encode())) == handoff

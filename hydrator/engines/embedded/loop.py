@@ -15,7 +15,8 @@ from collections.abc import Callable
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
-from hydrator.core.records import Handoff, RawRecord
+from hydrator.core.hydrator import read_handoff
+from hydrator.core.records import DeadLetter, RawRecord
 from hydrator.engines.embedded.assignment import Assignment
 from hydrator.engines.embedded.available_now import AvailableNow
 from hydrator.engines.embedded.progress import Progress
@@ -130,10 +131,9 @@ class StreamLoop:
             self._counts["records"] += 1
             task.process(record, task.now_ms())
             return
-        try:
-            handoff = Handoff.decode(record.value or b"")
-        except Exception as exc:  # a corrupt internal record must not stop the job
-            task.dead_letter(record, f"unreadable handoff: {exc}")
+        handoff = read_handoff(record)
+        if isinstance(handoff, DeadLetter):
+            task.dead_letter(handoff)
             return
         self._counts["handoffs_received"] += 1
         task.receive_handoff(handoff, task.now_ms())

@@ -124,9 +124,9 @@ class Task:
         self._receive_handoff(handoff, now_ms)
         self._drain_local_handoffs(now_ms)
 
-    def dead_letter(self, record: RawRecord, reason: str) -> None:
+    def dead_letter(self, dead: DeadLetter) -> None:
         """A record the engine itself cannot read (a corrupt handoff)."""
-        self._sink.dead(DeadLetter(record, reason).to_output())
+        self._sink.dead(dead.to_output())
         self._counts["dead_letters"] += 1
 
     def fire_timers(self, now_ms: int) -> None:

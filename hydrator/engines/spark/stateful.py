@@ -32,8 +32,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from hydrator.core import DeadLetter, Handoff, HydrationSettings, Hydrator, RawRecord, Transition
-from hydrator.core.hydrator import failure_reason
+from hydrator.core import DeadLetter, HydrationSettings, Hydrator, RawRecord, Transition
+from hydrator.core.hydrator import failure_reason, read_handoff
 from hydrator.engines.spark.clock import gate_is_open
 from hydrator.engines.spark.kafka_sink import pack_records
 from state.codec import decode_state, encode_state
@@ -169,12 +169,9 @@ class _GroupStep:
             if kind == KIND_HANDOFF:
                 if key is None:
                     continue  # a tick: it only made this batch run
-                try:
-                    handoff = Handoff.decode(value)
-                except Exception as exc:  # anyone can write to the handoff topic
-                    reason = f"unreadable handoff: {failure_reason(exc)}"
-                    dead = DeadLetter(record, reason)
-                    failed = Transition(self.state, dead=(dead,), counts={"dead_letters": 1})
+                handoff = read_handoff(record)
+                if isinstance(handoff, DeadLetter):
+                    failed = Transition(self.state, dead=(handoff,), counts={"dead_letters": 1})
                     self.apply(failed, partition)
                     continue
                 self.apply(hydrator.receive_handoff(self.state, handoff, now_ms), partition)
