@@ -1,13 +1,17 @@
 """The embedded engine: a Kafka-Streams-style runner in one process.
 
-engine.py         wiring: clients, state directory, loop; clean shutdown on SIGINT/SIGTERM
+engine.py         wiring: clients, state directory, loop; in-process restart after an outage;
+                  clean shutdown on SIGINT/SIGTERM
+watchdog.py       deadlines on blocking Kafka calls; stop requests that reach a blocked thread
 topology.py       which topics, and how their partitions line up (co-partitioning)
 topics.py         check inputs, create outputs and internal topics
 loop.py           poll -> task -> commit; rebalance callbacks
 assignment.py     the tasks owned now, opened (restored) and closed on rebalance
 task.py           one partition's processor: core calls, state cache, timers
+clock.py          a task's processing clock (downtime not counted) and its catch-up gate
 timers.py         per-task deadline index for Hydrator.tick
 transaction.py    one Kafka transaction per batch: outputs, handoffs, DLQ, changelog, offsets
+sized_sink.py     every record measured against its topic's limit before it is produced
 restore.py        bring a task's RocksDB store up to its changelog partition
 changelog.py      which changelog records a dead transaction left (Tansu shows them)
 state_dir.py      the local state directory: lock, process id, store paths
