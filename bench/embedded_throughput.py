@@ -1,5 +1,5 @@
 """Throughput of the embedded engine on a pre-loaded topic, against the pure core on the same
-records (DESIGN §8-9).
+records (see the README's Benchmarks).
 
 A generated Debezium Postgres stream (hydrator.demo.stream: placeholders in every typed shape,
 deletes, key changes) of N records over K keys is produced to a topic first; then

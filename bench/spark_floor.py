@@ -1,4 +1,4 @@
-"""Floor costs of the Spark engine's building blocks (DESIGN §8), on this machine, local[2].
+"""Floor costs of the Spark engine's building blocks, on this machine, local[2].
 
 1. Stateful floor: micro-batches of N events over K distinct keys through a per-key stateful
    operator whose function does nothing, so what is measured is Spark's own cost per group:

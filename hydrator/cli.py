@@ -1,4 +1,4 @@
-"""`hydrator run ...` and `hydrator demo` (DESIGN §6).
+"""`hydrator run ...` and `hydrator demo` (the CLI the README documents).
 
 Every option also reads `HYDRATOR_<NAME>` (e.g. HYDRATOR_INPUT_TOPIC, several values separated by
 spaces or commas) and the TOML file given by `--config` / HYDRATOR_CONFIG; the command line wins

@@ -1,4 +1,4 @@
-"""The state kept per (input topic, canonical key) — DESIGN §3.
+"""The state kept per (input topic, canonical key) (docs/rules.md).
 
 A StateRecord is a value: the rules make a new one (`with_row`, `dataclasses.replace`) and
 never change one. It is not a `frozen` dataclass because one is made for every event and a

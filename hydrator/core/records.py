@@ -37,7 +37,7 @@ class RawRecord:
 
     @property
     def source(self) -> str:
-        """`topic:partition:offset`, the downstream dedupe id (DESIGN §3 rule 7)."""
+        """`topic:partition:offset`, the downstream dedupe id (docs/rules.md, rule 7)."""
         return f"{self.topic}:{self.partition}:{self.offset}"
 
     def header(self, name: str) -> bytes | None:
@@ -77,7 +77,7 @@ class OutputRecord:
 
 @dataclass(frozen=True, slots=True)
 class DeadLetter:
-    """Bad input: the original bytes with the reason (DESIGN §3 rule 8)."""
+    """Bad input: the original bytes with the reason (docs/rules.md, rule 8)."""
 
     record: RawRecord
     reason: str
@@ -94,7 +94,7 @@ class DeadLetter:
 
 @dataclass(frozen=True, slots=True)
 class Handoff:
-    """The old image travelling from a primary key's old key to its new key (DESIGN §3 rule 5).
+    """The old image travelling from a primary key's old key to its new key (docs/rules.md, rule 5).
 
     `route_key` is the best reconstruction of the new key's raw Kafka key bytes, so an engine
     can send the handoff to the partition that owns the new key; state is keyed by `new_key`.

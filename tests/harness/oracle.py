@@ -1,4 +1,4 @@
-"""The oracle (DESIGN §7): one workload on two twin tables, hydrated events vs full images.
+"""The oracle (docs/testing.md): one workload on two twin tables, hydrated events vs full images.
 
 `<base>_def` keeps the default replica identity, so Debezium ships placeholders for unchanged
 TOASTed columns, `before = null` on updates and a key-only `before` on deletes. `<base>_full` has
@@ -129,7 +129,8 @@ def placeholder_shapes(
     binary_mode: str = "bytes", hstore_mode: str = "json", placeholder: str = PLACEHOLDER
 ) -> dict[str, Any]:
     """How Debezium's placeholder arrives in decoded JSON for each TOAST column of the twins
-    (DESIGN §4), given `binary.handling.mode` and `hstore.handling.mode` (Debezium default json).
+    (docs/formats.md), given `binary.handling.mode` and `hstore.handling.mode` (Debezium default
+    json).
 
     In the base64 and base64-url-safe modes Debezium 3.6 turns an unchanged TOASTed bytea into
     `null` (logging "Unexpected JDBC BINARY value"), indistinguishable from a real NULL, so
@@ -528,7 +529,7 @@ def payload(data: bytes | None) -> Any:
 
 
 def canonical_key(key: bytes | None) -> str:
-    """The DESIGN §3 canonical key: payload JSON, sorted fields, no whitespace."""
+    """The canonical key of docs/rules.md: payload JSON, sorted fields, no whitespace."""
     return json.dumps(payload(key), sort_keys=True, separators=(",", ":"))
 
 

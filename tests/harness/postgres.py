@@ -1,4 +1,4 @@
-"""A real Postgres for the tests (DESIGN §7): a throwaway database with logical decoding.
+"""A real Postgres for the tests (docs/testing.md): a throwaway database with logical decoding.
 
 Server: HYDRATOR_TEST_PG_DSN if set; else the local server on 127.0.0.1:5432 (user postgres, trust
 auth); else testcontainers' Postgres (started with wal_level=logical) when a Docker engine answers.

@@ -1,5 +1,6 @@
-"""The Debezium bridge yields real events: placeholders in every typed shape of DESIGN §4 for the
-default replica identity, full images for the REPLICA IDENTITY FULL twin, key-change headers.
+"""The Debezium bridge yields real events: placeholders in every typed shape of docs/formats.md
+for the default replica identity, full images for the REPLICA IDENTITY FULL twin, key-change
+headers.
 
 One scripted workload per bridge configuration (a module-scoped Debezium run each):
   1 INSERT id=1 with every TOAST column big
@@ -54,7 +55,7 @@ RUNS = [Run("bytes", False, "json"), Run("hex", True, "map")]
 
 
 def test_placeholder_shapes_are_design_section_4() -> None:
-    """The harness's expectations spelled out literally, as DESIGN §4 lists them."""
+    """The harness's expectations spelled out literally, as docs/formats.md lists them."""
     as_ints = [
         95,
         95,

@@ -1,4 +1,4 @@
-"""The oracle end to end (DESIGN §7) through the embedded engine as an operator runs it.
+"""The oracle end to end (docs/testing.md) through the embedded engine as an operator runs it.
 
 Real Postgres, real Debezium 3.6 serialized as Kafka Connect would, a raw topic of 4 partitions
 (primary-key changes whose old and new key land in different partitions, so the old row must

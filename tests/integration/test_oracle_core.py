@@ -1,5 +1,6 @@
-"""The oracle through the core (DESIGN §7): hydrating the default-identity twin's real Debezium
-events must reproduce the REPLICA IDENTITY FULL twin's `after` and `before`, event by event per key.
+"""The oracle through the core (docs/testing.md): hydrating the default-identity twin's real
+Debezium events must reproduce the REPLICA IDENTITY FULL twin's `after` and `before`, event by
+event per key.
 
 One Debezium run per binary.handling.mode, serialized with schemas.enable true and false; the
 raw topics are read back with a plain consumer loop and fed to `Hydrator` in two orders:
@@ -106,7 +107,7 @@ def test_hydrated_default_identity_matches_full_twin(captured: Captures, order: 
 
     assert run.dead == []
     assert len(run.emitted) == len(cap.default)
-    # DESIGN §3 rule 7: same key bytes, same partition as the raw record it came from
+    # docs/rules.md, rule 7: same key bytes, same partition as the raw record it came from
     by_source = {f"{r.topic}:{r.partition}:{r.offset}": r for r in cap.default}
     for out in run.emitted:
         source = by_source[dict(out.headers)[HEADER_SOURCE].decode()]

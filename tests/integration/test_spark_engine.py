@@ -1,5 +1,5 @@
 """`hydrator run --engine spark` end to end: the real-Debezium oracle, and a killed query resumed
-from its checkpoint (DESIGN §5: at-least-once; duplicates carry their `hydrator.source`)."""
+from its checkpoint (at-least-once; duplicates carry their `hydrator.source`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A model of how Debezium's Postgres connector renders a row history (DESIGN §4).
+"""A model of how Debezium's Postgres connector renders a row history (docs/formats.md).
 
 Each change is rendered twice: as the default replica identity ships it (placeholders for
 unchanged TOASTed columns, `before` null on updates and key-only on deletes) and as a

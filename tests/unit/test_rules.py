@@ -1,4 +1,4 @@
-"""The rules of DESIGN §3 one at a time, on hand-written Debezium events."""
+"""The rules of docs/rules.md one at a time, on hand-written Debezium events."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Spark engine: PySpark Structured Streaming with per-key state (DESIGN §2).
+"""Spark engine: PySpark Structured Streaming with per-key state.
 
 Kafka I/O: the project's own Python streaming data source and sink (`hydrator-kafka`, on
 confluent-kafka), because Spark's Kafka connector jar cannot be assumed on the classpath.

@@ -22,7 +22,7 @@ topic with the reason, truncated if it does not fit there either.
 Delivery is at-least-once: every task produces its rows with an idempotent producer (no
 duplicates from the client's own retries), then flushes and raises if any record failed or is
 still undelivered, so the task - and with it the micro-batch - fails instead of being committed to
-the checkpoint. A retried batch may write records again (DESIGN §5: consumers dedupe on
+the checkpoint. A retried batch may write records again (at-least-once: consumers dedupe on
 `hydrator.source`).
 """
 

@@ -19,7 +19,7 @@ ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateS
 def spark_session(
     app_name: str, master: str, shuffle_partitions: int, conf: Mapping[str, str] | None = None
 ) -> SparkSession:
-    # Local workers must run the driver's interpreter (DESIGN §7), with the project importable.
+    # Local workers must run the driver's interpreter, with the project importable.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     defaults = {
         "spark.master": master,
