@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from hydrator.core.records import HEADER_SOURCE
@@ -135,7 +136,10 @@ def _wait_until_quiet(bootstrap: str, topics: list[str], timeout_s: float = 30) 
     deadline = time.monotonic() + timeout_s
     last: dict[str, dict[int, int]] | None = None
     while time.monotonic() < deadline:
-        existing = admin.list_topics(timeout=10).topics
+        try:
+            existing = admin.list_topics(timeout=10).topics
+        except KafkaException:  # a metadata request timed out on a loaded machine: ask again
+            continue
         ends = {topic: end_offsets(bootstrap, topic) for topic in topics if topic in existing}
         if ends == last:
             return
