@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -93,6 +94,38 @@ def produce(
             time.sleep(pace[1])
     assert producer.flush(60) == 0
     return [placed[i] for i in range(count)]
+
+
+class BackgroundProducer(threading.Thread):
+    """`produce` in a thread: a stream that keeps arriving over `seconds` (in `chunks` paced
+    steps) while a test kills, cuts or restarts the engine. `join()` returns the placements."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        topic: str,
+        records: Iterable[tuple[bytes | None, bytes | None, Headers]],
+        seconds: float,
+        chunks: int = 50,
+    ) -> None:
+        super().__init__(daemon=True)
+        records = list(records)
+        self._args = (bootstrap_servers, topic, records)
+        self._pace = (len(records) // chunks + 1, seconds / chunks)
+        self._placed: list[tuple[int, int]] = []
+        self._error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self._placed = produce(*self._args, pace=self._pace)
+        except BaseException as exc:
+            self._error = exc
+
+    def join(self, timeout: float | None = None) -> list[tuple[int, int]]:  # type: ignore[override]
+        super().join(timeout)
+        if self._error is not None:
+            raise self._error
+        return self._placed
 
 
 def end_offsets(bootstrap_servers: str, topic: str) -> dict[int, int]:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import random
 import shutil
-import threading
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -31,7 +30,14 @@ from hydrator.demo.stream import ChangeRecord, DemoStream
 from hydrator.demo.truth import COMPARED, payload
 from tests.harness.hydrator_process import HydratorProcess, run_args, run_to_completion
 from tests.harness.kafka import Broker
-from tests.harness.topics import Consumed, create_topic, end_offsets, produce, read_topic
+from tests.harness.topics import (
+    BackgroundProducer,
+    Consumed,
+    Headers,
+    create_topic,
+    end_offsets,
+    read_topic,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -68,7 +74,7 @@ def test_sigkill_at_random_moments_loses_nothing(
         ]
     args = run_args(bootstrap, unique_name, [source], state_dir, *extra, output_topic=output)
 
-    producing = _Producing(bootstrap, source, records)
+    producing = BackgroundProducer(bootstrap, source, _tuples(records), PRODUCE_SECONDS, chunks=100)
     producing.start()
     # Offsets of the output topic where each incarnation began writing.
     starts: list[dict[int, int]] = []
@@ -148,30 +154,6 @@ def _wait_until_quiet(bootstrap: str, topics: list[str], timeout_s: float = 30) 
     raise TimeoutError(f"{topics} still growing after the kill")
 
 
-class _Producing(threading.Thread):
-    """The stream arriving while the engine is killed and restarted."""
-
-    def __init__(self, bootstrap: str, topic: str, records: list[ChangeRecord]) -> None:
-        super().__init__(daemon=True)
-        self._args = (bootstrap, topic, [(r.key, r.value, list(r.headers)) for r in records])
-        chunks = 100
-        self._pace = (len(records) // chunks + 1, PRODUCE_SECONDS / chunks)
-        self._placed: list[tuple[int, int]] = []
-        self._error: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            self._placed = produce(*self._args, pace=self._pace)
-        except BaseException as exc:
-            self._error = exc
-
-    def join(self, timeout: float | None = None) -> list[tuple[int, int]]:  # type: ignore[override]
-        super().join(timeout)
-        if self._error is not None:
-            raise self._error
-        return self._placed
-
-
 def _check_hydrated(src: str, out: Consumed, record: ChangeRecord) -> None:
     got = payload(out.value)
     if record.truth is None:
@@ -228,3 +210,7 @@ def _check_order(copies: dict[str, list[Consumed]]) -> None:
     for key, pairs in by_key.items():
         in_output_order = [offset for _, offset in sorted(pairs)]
         assert in_output_order == sorted(in_output_order), f"{key} out of order"
+
+
+def _tuples(records: list[ChangeRecord]) -> list[tuple[bytes | None, bytes | None, Headers]]:
+    return [(r.key, r.value, list(r.headers)) for r in records]

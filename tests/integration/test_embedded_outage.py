@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import re
-import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator
@@ -34,7 +33,15 @@ from hydrator.engines.embedded.watchdog import EXIT_TEMPORARY
 from hydrator.kafka.local_broker import LocalBroker, free_port
 from tests.harness.hydrator_process import HydratorProcess, run_args, run_to_completion
 from tests.harness.proxy import TcpProxy
-from tests.harness.topics import Consumed, create_topic, end_offsets, produce, read_topic
+from tests.harness.topics import (
+    BackgroundProducer,
+    Consumed,
+    Headers,
+    create_topic,
+    end_offsets,
+    produce,
+    read_topic,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -98,7 +105,7 @@ def test_the_engine_recovers_from_an_outage_by_itself(
     with HydratorProcess(args, tmp_path / "run.log") as process:
         process.wait_for_log(ASSIGNED, timeout_s=60)
         # The stream flows before, during (buffered in the producer) and after the cut.
-        producing = _Producing(bootstrap, source, records, seconds=25)
+        producing = BackgroundProducer(bootstrap, source, _tuples(records), seconds=25)
         producing.start()
         time.sleep(5)
         assert process.process.poll() is None, process.log
@@ -133,7 +140,7 @@ def test_sigterm_during_a_cut_ends_the_process(
     )
     with HydratorProcess(args, tmp_path / "run.log") as process:
         process.wait_for_log(ASSIGNED, timeout_s=60)
-        producing = _Producing(bootstrap, source, records, seconds=10)
+        producing = BackgroundProducer(bootstrap, source, _tuples(records), seconds=10)
         producing.start()
         time.sleep(3)
         proxied_broker.proxy.cut(60)
@@ -198,30 +205,6 @@ def test_no_broker_at_start_up_ends_the_run_after_the_startup_timeout(
 # -- helpers ----------------------------------------------------------------------------------
 
 
-class _Producing(threading.Thread):
-    def __init__(
-        self, bootstrap: str, topic: str, records: list[ChangeRecord], seconds: float
-    ) -> None:
-        super().__init__(daemon=True)
-        self._args = (bootstrap, topic, [(r.key, r.value, list(r.headers)) for r in records])
-        chunks = 50
-        self._pace = (len(records) // chunks + 1, seconds / chunks)
-        self._placed: list[tuple[int, int]] = []
-        self._error: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            self._placed = produce(*self._args, pace=self._pace)
-        except BaseException as exc:
-            self._error = exc
-
-    def join(self, timeout: float | None = None) -> list[tuple[int, int]]:  # type: ignore[override]
-        super().join(timeout)
-        if self._error is not None:
-            raise self._error
-        return self._placed
-
-
 def _wait_until_committed(
     bootstrap: str, group: str, topic: str, process: HydratorProcess, timeout_s: float
 ) -> None:
@@ -268,3 +251,7 @@ def _check(
         assert got is not None, src
         for name in COMPARED:
             assert got[name] == record.truth[name], f"{src} ({record.kind}): {name} wrong"
+
+
+def _tuples(records: list[ChangeRecord]) -> list[tuple[bytes | None, bytes | None, Headers]]:
+    return [(r.key, r.value, list(r.headers)) for r in records]
