@@ -25,11 +25,10 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from hydrator.core.records import HEADER_SOURCE
 from hydrator.demo.stream import ChangeRecord, DemoStream
-from hydrator.demo.truth import COMPARED, payload
 from tests.harness.hydrator_process import HydratorProcess, run_args, run_to_completion
 from tests.harness.kafka import Broker
+from tests.harness.stream_checks import check_hydrated, copies_by_source
 from tests.harness.topics import (
     BackgroundProducer,
     Consumed,
@@ -109,16 +108,9 @@ def test_sigkill_at_random_moments_loses_nothing(
     assert done.returncode == 0, done.stderr
 
     outputs = read_topic(bootstrap, output, timeout_s=60)
-    truth = {f"{source}:{p}:{o}": r for r, (p, o) in zip(records, placed, strict=True)}
-    copies: dict[str, list[Consumed]] = defaultdict(list)
-    for out in outputs:
-        copies[out.header(HEADER_SOURCE).decode()].append(out)
-
-    missing = sorted(set(truth) - set(copies))
-    assert not missing, f"lost {len(missing)} records: {missing[:5]}"
-    assert set(copies) <= set(truth)
+    truth, copies = copies_by_source(outputs, records, placed, source)
     for src, outs in copies.items():
-        _check_hydrated(src, outs[0], truth[src])
+        check_hydrated(src, outs[0], truth[src])
     duplicates = _check_duplicates(copies, starts)
     _check_order(copies)
 
@@ -152,16 +144,6 @@ def _wait_until_quiet(bootstrap: str, topics: list[str], timeout_s: float = 30) 
         last = ends
         time.sleep(1.0)
     raise TimeoutError(f"{topics} still growing after the kill")
-
-
-def _check_hydrated(src: str, out: Consumed, record: ChangeRecord) -> None:
-    got = payload(out.value)
-    if record.truth is None:
-        assert got is None, f"{src}: a tombstone must pass through"
-        return
-    assert got is not None, src
-    for name in COMPARED:
-        assert got[name] == record.truth[name], f"{src} ({record.kind}): {name} wrongly hydrated"
 
 
 def _check_duplicates(

@@ -19,20 +19,18 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from hydrator.core.records import HEADER_SOURCE
 from hydrator.demo.stream import ChangeRecord, DemoStream
-from hydrator.demo.truth import COMPARED, payload
 from hydrator.engines.embedded.watchdog import EXIT_TEMPORARY
 from hydrator.kafka.local_broker import LocalBroker, free_port
 from tests.harness.hydrator_process import HydratorProcess, run_args, run_to_completion
 from tests.harness.proxy import TcpProxy
+from tests.harness.stream_checks import check_hydrated, copies_by_source
 from tests.harness.topics import (
     BackgroundProducer,
     Consumed,
@@ -227,13 +225,7 @@ def _wait_until_committed(
 def _check(
     outputs: list[Consumed], records: list[ChangeRecord], placed: list[tuple[int, int]], source: str
 ) -> None:
-    truth = {f"{source}:{p}:{o}": r for r, (p, o) in zip(records, placed, strict=True)}
-    copies: dict[str, list[Consumed]] = defaultdict(list)
-    for out in outputs:
-        copies[out.header(HEADER_SOURCE).decode()].append(out)
-    missing = sorted(set(truth) - set(copies))
-    assert not missing, f"lost {len(missing)} records: {missing[:5]}"
-    assert set(copies) <= set(truth)
+    truth, copies = copies_by_source(outputs, records, placed, source)
     for src, outs in copies.items():
         first, *again = outs
         for other in again:
@@ -243,14 +235,7 @@ def _check(
                 first.value,
                 first.headers,
             ), f"{src} re-emitted differently"
-        record = truth[src]
-        got = payload(first.value)
-        if record.truth is None:
-            assert got is None, f"{src}: a tombstone must pass through"
-            continue
-        assert got is not None, src
-        for name in COMPARED:
-            assert got[name] == record.truth[name], f"{src} ({record.kind}): {name} wrong"
+        check_hydrated(src, first, truth[src])
 
 
 def _tuples(records: list[ChangeRecord]) -> list[tuple[bytes | None, bytes | None, Headers]]:
