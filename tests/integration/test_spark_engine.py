@@ -151,7 +151,7 @@ def test_killed_query_resumes_from_its_checkpoint(
         else:
             first_by_source[src] = out.value
     missing = {f"{source}:{p}:{o}" for p, o in placed} - set(first_by_source)
-    assert not missing, f"lost {len(missing)} records"
+    assert not missing, _loss_report(bootstrap, output, missing, outputs, tmp_path)
     # only the batch the kill interrupted is written twice
     assert duplicates <= batch_limit
     per_key: dict[bytes | None, list[int]] = defaultdict(list)
@@ -166,6 +166,31 @@ def test_killed_query_resumes_from_its_checkpoint(
         f"spark restart: inputs {len(records)}, outputs {len(outputs)}, "
         f"duplicates {duplicates} (batch limit {batch_limit})"
     )
+
+
+def _loss_report(
+    bootstrap: str, output: str, missing: set[str], outputs: list, tmp_path: Path
+) -> str:
+    """What a lost record's trail looks like: which micro-batch read it (the checkpoint's offset
+    log), and whether a read_uncommitted reader sees more than the read_committed one did."""
+    lines = [f"lost {len(missing)} records: {sorted(missing, key=_source_order)[:40]}"]
+    uncommitted = read_topic(bootstrap, output, isolation="read_uncommitted")
+    lines.append(
+        f"outputs read_committed {len(outputs)}, read_uncommitted {len(uncommitted)}, "
+        f"log ends {end_offsets(bootstrap, output)}"
+    )
+    seen_uncommitted = {out.header(HEADER_SOURCE).decode() for out in uncommitted}
+    lines.append(f"lost but visible read_uncommitted: {len(missing & seen_uncommitted)}")
+    for log in sorted(tmp_path.glob("**/offsets/[0-9]*"), key=lambda p: int(p.name))[:6]:
+        lines.append(f"{log}: {log.read_text().splitlines()[-1][:300]}")
+    for log in sorted(tmp_path.glob("**/commits/[0-9]*"), key=lambda p: int(p.name))[:6]:
+        lines.append(f"committed batch {log.name}")
+    return "\n".join(lines)
+
+
+def _source_order(source: str) -> tuple[int, int]:
+    _, partition, offset = source.rsplit(":", 2)
+    return int(partition), int(offset)
 
 
 def _wait_for_outputs(
