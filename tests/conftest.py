@@ -14,8 +14,8 @@ if TYPE_CHECKING:
 
 
 @pytest.fixture(scope="session")
-def kafka_broker() -> Iterator[Broker]:
-    with kafka_broker_for_tests() as broker:
+def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    with kafka_broker_for_tests(tmp_path_factory.getbasetemp() / "broker.log") as broker:
         yield broker
 
 

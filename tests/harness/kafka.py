@@ -10,6 +10,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 from hydrator.kafka.local_broker import LocalBroker
 
@@ -18,6 +19,14 @@ from hydrator.kafka.local_broker import LocalBroker
 class Broker:
     bootstrap_servers: str
     kind: str  # "external", "apache-kafka" or "tansu"
+    log_path: Path | None = None  # the Tansu broker's own log (it logs errors only)
+
+    def logged_errors(self) -> list[str]:
+        """The broker's ERROR lines so far: a test that finds records missing shows them."""
+        if self.log_path is None or not self.log_path.exists():
+            return []
+        text = self.log_path.read_text(errors="replace")
+        return [line for line in text.splitlines() if "ERROR" in line]
 
     @property
     def hides_dead_producer_records(self) -> bool:
@@ -36,7 +45,7 @@ def _docker_answers() -> bool:
 
 
 @contextmanager
-def kafka_broker_for_tests() -> Iterator[Broker]:
+def kafka_broker_for_tests(log_path: Path | None = None) -> Iterator[Broker]:
     external = os.environ.get("HYDRATOR_TEST_BOOTSTRAP")
     if external:
         yield Broker(external, "external")
@@ -47,5 +56,5 @@ def kafka_broker_for_tests() -> Iterator[Broker]:
         with KafkaContainer() as container:
             yield Broker(container.get_bootstrap_server(), "apache-kafka")
         return
-    with LocalBroker() as broker:
-        yield Broker(broker.bootstrap_servers, "tansu")
+    with LocalBroker(log_path=log_path) as broker:
+        yield Broker(broker.bootstrap_servers, "tansu", log_path)

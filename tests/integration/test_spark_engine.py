@@ -151,7 +151,7 @@ def test_killed_query_resumes_from_its_checkpoint(
         else:
             first_by_source[src] = out.value
     missing = {f"{source}:{p}:{o}" for p, o in placed} - set(first_by_source)
-    assert not missing, _loss_report(bootstrap, output, missing, outputs, tmp_path)
+    assert not missing, _loss_report(kafka_broker, output, missing, outputs, tmp_path)
     # only the batch the kill interrupted is written twice
     assert duplicates <= batch_limit
     per_key: dict[bytes | None, list[int]] = defaultdict(list)
@@ -169,10 +169,11 @@ def test_killed_query_resumes_from_its_checkpoint(
 
 
 def _loss_report(
-    bootstrap: str, output: str, missing: set[str], outputs: list, tmp_path: Path
+    broker: Broker, output: str, missing: set[str], outputs: list, tmp_path: Path
 ) -> str:
     """What a lost record's trail looks like: which micro-batch read it (the checkpoint's offset
     log), and whether a read_uncommitted reader sees more than the read_committed one did."""
+    bootstrap = broker.bootstrap_servers
     lines = [f"lost {len(missing)} records: {sorted(missing, key=_source_order)[:40]}"]
     uncommitted = read_topic(bootstrap, output, isolation="read_uncommitted")
     lines.append(
@@ -185,6 +186,7 @@ def _loss_report(
         lines.append(f"{log}: {log.read_text().splitlines()[-1][:300]}")
     for log in sorted(tmp_path.glob("**/commits/[0-9]*"), key=lambda p: int(p.name))[:6]:
         lines.append(f"committed batch {log.name}")
+    lines += [f"broker: {line[:400]}" for line in broker.logged_errors()[-20:]]
     return "\n".join(lines)
 
 
