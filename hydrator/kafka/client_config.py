@@ -103,6 +103,23 @@ def _strip_role(name: str) -> tuple[str | None, str]:
     return None, name
 
 
+def properties_for_role(properties: Mapping[str, str], role: str) -> dict[str, str]:
+    """What one kind of client takes of the `-X` properties: every unprefixed one, then those
+    prefixed with its role (prefix removed, winning over the unprefixed). Another role's
+    properties are left out: librdkafka rejects `consumer.x` as an unknown property."""
+    if role not in ROLES:
+        raise ValueError(f"unknown client role {role!r}; one of {', '.join(ROLES)}")
+    shared: dict[str, str] = {}
+    own: dict[str, str] = {}
+    for name, value in properties.items():
+        prop_role, bare = _strip_role(name)
+        if prop_role is None:
+            shared[bare] = value
+        elif prop_role == role:
+            own[bare] = value
+    return {**shared, **own}
+
+
 @dataclass(frozen=True)
 class ClientSettings:
     bootstrap_servers: str
@@ -112,20 +129,11 @@ class ClientSettings:
         self, role: str, engine_settings: Mapping[str, Any] | None = None
     ) -> dict[str, Any]:
         """Engine defaults < `-X name` < `-X role.name`; bootstrap and managed keys last."""
-        config: dict[str, Any] = {}
-        role_specific: dict[str, str] = {}
-        for name, value in self.properties.items():
-            prop_role, bare = _strip_role(name)
-            if prop_role is None:
-                config[bare] = value
-            elif prop_role == role:
-                role_specific[bare] = value
         tunable = {k: v for k, v in (engine_settings or {}).items() if k not in MANAGED}
         managed = {k: v for k, v in (engine_settings or {}).items() if k in MANAGED}
         return {
             **tunable,
-            **config,
-            **role_specific,
+            **properties_for_role(self.properties, role),
             **managed,
             "bootstrap.servers": self.bootstrap_servers,
         }

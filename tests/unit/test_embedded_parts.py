@@ -110,3 +110,27 @@ def test_client_properties_by_role() -> None:
         parse_properties(["consumer.isolation.level=read_uncommitted"])
     with pytest.raises(ClientConfigError, match="name=value"):
         parse_properties(["oops"])
+
+
+def test_the_spark_data_source_hands_each_client_its_role_properties() -> None:
+    from hydrator.engines.spark.kafka_options import client_config
+
+    options = {
+        "kafka.bootstrap.servers": "host:1",
+        "kafka.security.protocol": "SSL",
+        "kafka.linger.ms": "50",
+        "kafka.consumer.fetch.wait.max.ms": "20",
+        "kafka.producer.linger.ms": "2",
+        "kafka.admin.socket.timeout.ms": "30000",
+        "topics": "t",
+    }
+    assert client_config(options, "consumer") == {
+        "bootstrap.servers": "host:1",
+        "security.protocol": "SSL",
+        "linger.ms": "50",
+        "fetch.wait.max.ms": "20",
+    }
+    assert client_config(options, "producer")["linger.ms"] == "2"  # the role's own value wins
+    admin = client_config(options, "admin")
+    assert admin["socket.timeout.ms"] == "30000"
+    assert not any(name.startswith(("consumer.", "producer.", "admin.")) for name in admin)

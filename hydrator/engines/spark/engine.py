@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
@@ -52,15 +52,26 @@ class SparkEngine:
 
     # -- set-up --------------------------------------------------------------------------------
 
+    def _clients(self) -> ClientSettings:
+        return ClientSettings(self.config.bootstrap_servers, self.config.kafka_properties)
+
+    def _check_client_properties(self) -> None:
+        """Make one client of each kind the query will make, so that a `-X` property librdkafka
+        rejects is a configuration error here, naming -X, rather than a failed Spark task."""
+        clients = self._clients()
+        probe_group = {"group.id": f"{self.config.application_id}-probe"}
+        for kind, config in (
+            (Consumer, clients.consumer(probe_group)),
+            (Producer, clients.producer()),
+        ):
+            client = _checked_client(kind, config, self.config.kafka_properties)
+            if isinstance(client, Consumer):
+                client.close()
+
     def _topics(self) -> tuple[Topics, int, dict[str, int]]:
         """The topics, their partition count, and the size limit of each topic written."""
         config = self.config
-        settings = ClientSettings(config.bootstrap_servers, config.kafka_properties).admin()
-        try:
-            admin = AdminClient(settings)
-        except (KafkaException, ValueError) as exc:
-            reason = exc.args[0].str() if isinstance(exc, KafkaException) else str(exc)
-            raise client_error(reason, dict(config.kafka_properties)) from None
+        admin = _checked_client(AdminClient, self._clients().admin(), config.kafka_properties)
         counts = partition_counts(admin, config.input_topics)
         missing = [topic for topic, count in counts.items() if count is None]
         if missing:
@@ -103,8 +114,8 @@ class SparkEngine:
         """The ends of every input and handoff partition now: what the query must have read
         before timeouts fire."""
         config = self.config
-        settings = ClientSettings(config.bootstrap_servers, config.kafka_properties)
-        probe = OffsetProbe(settings.consumer({"group.id": f"{config.application_id}-probe"}))
+        probe_group = {"group.id": f"{config.application_id}-probe"}
+        probe = OffsetProbe(self._clients().consumer(probe_group))
         try:
             names = [*config.input_topics, topics.handoff]
             return probe.ends([(name, p) for name in names for p in probe.partitions(name)])
@@ -116,6 +127,7 @@ class SparkEngine:
     def run(self) -> None:
         # The state directory first: a bad --state-dir must not leave topics behind.
         check_writable(self.checkpoint.parent)
+        self._check_client_properties()
         topics, partitions, sizes = self._topics()
         spark = spark_session(
             self.config.application_id, self.master, partitions * 2, self.spark_conf
@@ -176,9 +188,7 @@ class SparkEngine:
             self._tick(spec.topics.handoff)
 
     def _tick(self, handoff_topic: str) -> None:
-        producer = Producer(
-            {"bootstrap.servers": self.config.bootstrap_servers, **self.config.kafka_properties}
-        )
+        producer = Producer(self._clients().producer())
         producer.produce(handoff_topic, value=None, key=None, partition=0)
         producer.flush(30)
 
@@ -190,6 +200,14 @@ class SparkEngine:
 
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, stop)
+
+
+def _checked_client(kind: Any, config: Mapping[str, Any], properties: Mapping[str, str]) -> Any:
+    try:
+        return kind(dict(config))
+    except (KafkaException, ValueError) as exc:
+        reason = exc.args[0].str() if isinstance(exc, KafkaException) else str(exc)
+        raise client_error(reason, dict(properties)) from None
 
 
 def observed(query: StreamingQuery) -> Counter[str]:

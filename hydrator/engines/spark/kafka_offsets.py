@@ -66,8 +66,15 @@ def _admin_config(config: Mapping[str, str]) -> dict[str, str]:
 class OffsetReader:
     """Driver-side view of the subscribed topics: partitions, earliest and end offsets."""
 
-    def __init__(self, client_config: Mapping[str, str], topics: list[str], strategy: str) -> None:
-        self._config = dict(client_config)
+    def __init__(
+        self,
+        consumer_config: Mapping[str, str],
+        admin_config: Mapping[str, str],
+        topics: list[str],
+        strategy: str,
+    ) -> None:
+        self._config = dict(consumer_config)
+        self._admin_config = _admin_config(admin_config)
         self._topics = topics
         # Subscribed topics the last metadata did not list at all (deleted, or not created yet).
         self.absent: frozenset[str] = frozenset()
@@ -79,7 +86,7 @@ class OffsetReader:
 
     def _admin_client(self) -> AdminClient:
         if self._admin is None:
-            self._admin = AdminClient(_admin_config(self._config))
+            self._admin = AdminClient(self._admin_config)
         return self._admin
 
     def _probe_consumer(self) -> Consumer:

@@ -1,13 +1,17 @@
 """Options shared by the project's Kafka source and sink for Spark.
 
 Spark hands a data source its options as a case-insensitive mapping of strings. Everything under
-`kafka.` goes to the confluent-kafka client unchanged (SASL/SSL, timeouts, ...), like Spark's own
-Kafka connector does; a few client properties the source and sink depend on are forced.
+`kafka.` goes to the confluent-kafka clients (SASL/SSL, timeouts, ...), like Spark's own Kafka
+connector does; `kafka.consumer.*`, `kafka.producer.*` and `kafka.admin.*` go to one kind of client
+only, as `-X consumer.…` does in the embedded engine (hydrator/kafka/client_config.py). A few client
+properties the source and sink depend on are forced.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+
+from hydrator.kafka.client_config import properties_for_role
 
 KAFKA_PREFIX = "kafka."
 
@@ -16,13 +20,15 @@ class KafkaOptionError(ValueError):
     """A data source option is missing or malformed; the message names the option."""
 
 
-def client_config(options: Mapping[str, str]) -> dict[str, str]:
-    """The `kafka.*` options as a librdkafka configuration (prefix stripped)."""
-    config = {
+def client_config(options: Mapping[str, str], role: str) -> dict[str, str]:
+    """The `kafka.*` options as the librdkafka configuration of one kind of client (`role`:
+    consumer, producer or admin), prefixes stripped."""
+    properties = {
         key[len(KAFKA_PREFIX) :]: value
         for key, value in options.items()
         if key.lower().startswith(KAFKA_PREFIX)
     }
+    config = properties_for_role(properties, role)
     # A bare `bootstrapServers` is accepted for convenience; `kafka.bootstrap.servers` wins.
     if "bootstrap.servers" not in config and options.get("bootstrapServers"):
         config["bootstrap.servers"] = options["bootstrapServers"]

@@ -13,11 +13,12 @@ or, instead of all of those, one column
              emits few large groups of records (the Spark engine) hands them over packed, so no
              pass of its own turns them into columns; a null row is skipped.
 
-Options: `kafka.*` go to the producer (SASL/SSL, compression, ...); `topic`; `flushTimeoutMs`
-(default 120000); `dlqTopic` and `maxMessageBytes` (`topic=bytes,...`): with a dead-letter topic
-every record is measured before it is produced (hydrator/kafka/record_limits.py): one too large
-for its topic (the listed limit, else the producer's `message.max.bytes`) goes to the dead-letter
-topic with the reason, truncated if it does not fit there either.
+Options: `kafka.*` and `kafka.producer.*` go to the producer (SASL/SSL, compression, ...);
+`topic`; `flushTimeoutMs` (default 120000); `dlqTopic` and `maxMessageBytes` (`topic=bytes,...`):
+with a dead-letter topic every record is measured before it is produced
+(hydrator/kafka/record_limits.py): one too large for its topic (the listed limit, else the
+producer's `message.max.bytes`) goes to the dead-letter topic with the reason, truncated if it does
+not fit there either.
 
 Delivery is at-least-once: every task produces its rows with an idempotent producer (no
 duplicates from the client's own retries), then flushes and raises if any record failed or is
@@ -121,7 +122,7 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
     """Created on the driver, pickled to executors; the producer is made in `write`."""
 
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
-        self._config = client_config(options)
+        self._config = client_config(options, "producer")
         self._default_topic = (options.get("topic") or "").strip() or None
         self._flush_timeout_s = (int_option(options, "flushTimeoutMs", 120_000) or 120_000) / 1000
         self._limits = record_limits_option(options, self._config)

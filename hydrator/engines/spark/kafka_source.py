@@ -7,7 +7,8 @@ reads up to the batch's end offset with read_committed isolation and hands Spark
 batches, so rows never pass through Spark's per-row Python conversion.
 
 Options (all strings):
-  kafka.bootstrap.servers   required (or `bootstrapServers`); all `kafka.*` go to the client
+  kafka.bootstrap.servers   required (or `bootstrapServers`); all `kafka.*` go to the clients,
+                            `kafka.consumer.*` to the consumers, `kafka.admin.*` to the admin
   topics                    comma-separated topic names (alias `subscribe`)
   startingOffsets           earliest | latest (default) | JSON {"topic": {"0": 42, "1": -2}}
                             (-2 = earliest, -1 = latest), used only when the checkpoint is new
@@ -113,13 +114,14 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._starting = str(options.get("startingOffsets") or "latest").strip()
         self._max_offsets = int_option(options, "maxOffsetsPerTrigger", None)
         self._settings = ReadSettings(
-            client_config=client_config(options),
+            client_config=client_config(options, "consumer"),
             batch_size=int_option(options, "readBatchSize", 10_000) or 10_000,
             read_timeout_s=(int_option(options, "readTimeoutMs", 60_000) or 60_000) / 1000,
             fail_on_data_loss=bool_option(options, "failOnDataLoss", True),
         )
         self._offsets = OffsetReader(
             self._settings.client_config,
+            client_config(options, "admin"),
             self._topics,
             choice_option(options, "endOffsets", ("auto", "list", "fetch"), "auto"),
         )
