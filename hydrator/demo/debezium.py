@@ -23,6 +23,7 @@ from typing import Any
 from confluent_kafka import KafkaError, Producer
 
 from hydrator.demo import connect
+from hydrator.demo.connector import shared_settings
 
 DSN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres connect_timeout=2"
 TABLE = "customers"
@@ -326,8 +327,8 @@ class _Bridge:
         )
         self._serializer = connect.ConnectSerializer(self.schemas)
         properties = {
+            **shared_settings(),
             "name": self.slot,
-            "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
             "offset.storage": "org.apache.kafka.connect.storage.MemoryOffsetBackingStore",
             "offset.flush.interval.ms": "1000",
             "database.hostname": params.get("host", "127.0.0.1"),
@@ -336,15 +337,11 @@ class _Bridge:
             "database.password": params.get("password", ""),
             "database.dbname": params["dbname"],
             "topic.prefix": self.topic_prefix,
-            "plugin.name": "pgoutput",
             "slot.name": self.slot,
             "slot.drop.on.stop": "true",
             "publication.name": f"{self.slot}_pub",
-            "publication.autocreate.mode": "filtered",
             "table.include.list": f"public.{TABLE},public.{TWIN}",
             "snapshot.mode": "no_data",
-            "binary.handling.mode": "bytes",
-            "poll.interval.ms": "100",
         }
         self._engine = connect.engine_class()(
             properties=properties, handler=connect.batch_handler(self._produce), format="connect"

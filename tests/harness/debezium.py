@@ -33,6 +33,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from psycopg import sql
 
 from hydrator.demo.connect import ConnectSerializer, batch_handler, engine_class, ensure_jvm
+from hydrator.demo.connector import shared_settings
 from tests.harness.postgres import PgDatabase, drop_slots
 
 log = logging.getLogger(__name__)
@@ -85,11 +86,12 @@ class BridgeOptions:
 
     tables: list[str]
     schemas_enable: bool = False
-    binary_handling_mode: BinaryHandlingMode = "bytes"
+    # None: the shared connector settings' (hydrator/demo/postgres-connector.json)
+    binary_handling_mode: BinaryHandlingMode | None = None
     topic_map: Mapping[str, str] = field(default_factory=dict)
     partitions: int = 3
     snapshot_mode: str = "no_data"
-    plugin: str = "pgoutput"
+    plugin: str | None = None  # None: the shared connector settings'
     topic_prefix: str = field(default_factory=lambda: f"dbz{uuid.uuid4().hex[:8]}")
     slot_name: str = field(default_factory=lambda: f"hydrator_{uuid.uuid4().hex[:12]}")
     publication_name: str | None = None
@@ -142,10 +144,12 @@ class DebeziumBridge:
     # -- engine configuration -------------------------------------------------------------
 
     def properties(self) -> dict[str, str]:
+        """The shared connector settings (the compose stack registers the same), then what
+        names this run, then the test's own choices."""
         o = self.options
         props = {
+            **shared_settings(),
             "name": o.slot_name,
-            "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
             # one-shot runs: offsets only need to live as long as the engine
             "offset.storage": "org.apache.kafka.connect.storage.MemoryOffsetBackingStore",
             "offset.flush.interval.ms": "1000",
@@ -155,18 +159,19 @@ class DebeziumBridge:
             "database.password": self.db.password,
             "database.dbname": self.db.dbname,
             "topic.prefix": o.topic_prefix,
-            "plugin.name": o.plugin,
             "slot.name": o.slot_name,
             "slot.drop.on.stop": "true",
             "publication.name": o.publication,
-            # only the tables under test: an all-tables publication needs every table's
-            # replica identity to be usable and would leak other tests' tables into the stream
-            "publication.autocreate.mode": "filtered",
+            # only the tables under test (the shared settings make the publication `filtered`):
+            # an all-tables publication needs every table's replica identity to be usable and
+            # would leak other tests' tables into the stream
             "table.include.list": ",".join(o.tables),
             "snapshot.mode": o.snapshot_mode,
-            "binary.handling.mode": o.binary_handling_mode,
-            "poll.interval.ms": "100",
         }
+        if o.plugin is not None:
+            props["plugin.name"] = o.plugin
+        if o.binary_handling_mode is not None:
+            props["binary.handling.mode"] = o.binary_handling_mode
         props.update(o.extra_properties)
         return props
 

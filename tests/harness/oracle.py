@@ -674,7 +674,7 @@ def capture_twins(
     base: str,
     *,
     schemas_enable: bool = False,
-    binary_handling_mode: BinaryHandlingMode = "bytes",
+    binary_handling_mode: BinaryHandlingMode | None = None,  # None: the shared settings'
     partitions: int = 3,
     extra_properties: Mapping[str, str] | None = None,
 ) -> TwinCapture:
@@ -700,7 +700,7 @@ def capture_twins_envelopes(
     base: str,
     *,
     envelopes: Sequence[bool] = (True, False),
-    binary_handling_mode: BinaryHandlingMode = "bytes",
+    binary_handling_mode: BinaryHandlingMode | None = None,  # None: the shared settings'
     partitions: int = 3,
     extra_properties: Mapping[str, str] | None = None,
 ) -> dict[bool, TwinCapture]:
