@@ -1,0 +1,117 @@
+"""`python -m hydrator.live`: serve the live view of the enriched topics."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import threading
+from collections.abc import Callable
+
+import click
+
+from hydrator.core.settings import HydrationSettings
+from hydrator.formats import FORMAT_NAMES, codec_for
+from hydrator.live.feed import run_feed
+from hydrator.live.rows import RowChange
+from hydrator.live.server import serve_live
+
+log = logging.getLogger("hydrator.live")
+
+
+@click.command()
+@click.option(
+    "--bootstrap-servers", required=True, envvar="HYDRATOR_BOOTSTRAP_SERVERS", show_envvar=True
+)
+@click.option(
+    "--topic",
+    "topics",
+    multiple=True,
+    required=True,
+    envvar="HYDRATOR_LIVE_TOPIC",
+    show_envvar=True,
+    help="Enriched topic to show; repeat (or separate by spaces) for several.",
+)
+@click.option("--host", default="127.0.0.1", show_default=True, envvar="HYDRATOR_LIVE_HOST")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8080,
+    show_default=True,
+    envvar="HYDRATOR_LIVE_PORT",
+    help="0 picks a free port (logged).",
+)
+@click.option(
+    "--format",
+    "format_name",
+    type=click.Choice(FORMAT_NAMES),
+    default="auto",
+    show_default=True,
+    envvar="HYDRATOR_FORMAT",
+)
+@click.option(
+    "--max-rows",
+    type=click.IntRange(min=1),
+    default=500,
+    show_default=True,
+    help="Keys kept for pages that connect later (the most recently changed).",
+)
+@click.option(
+    "--preview-chars",
+    type=click.IntRange(min=8),
+    default=160,
+    show_default=True,
+    help="Longer values are shown abbreviated, with their length.",
+)
+@click.option(
+    "--from-beginning/--from-end",
+    default=True,
+    show_default=True,
+    help="Start from the topics' first records, or only show new ones.",
+)
+def main(
+    bootstrap_servers: str,
+    topics: tuple[str, ...],
+    host: str,
+    port: int,
+    format_name: str,
+    max_rows: int,
+    preview_chars: int,
+    from_beginning: bool,
+) -> None:
+    """Serve a page that shows the enriched topics' rows as they change."""
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    logging.getLogger("websockets").setLevel(logging.WARNING)
+    codec = codec_for(format_name, HydrationSettings())
+    stop = threading.Event()
+    failure: list[BaseException] = []
+
+    def start_feed(deliver: Callable[[RowChange], None]) -> threading.Thread:
+        def feed() -> None:
+            try:
+                run_feed(
+                    bootstrap_servers,
+                    topics,
+                    codec,
+                    preview_chars,
+                    deliver,
+                    stop,
+                    from_beginning,
+                )
+            except BaseException as exc:
+                failure.append(exc)
+                log.exception("the Kafka feed failed")
+
+        thread = threading.Thread(target=feed, name="live-feed", daemon=True)
+        thread.start()
+        return thread
+
+    asyncio.run(serve_live(host, port, max_rows, start_feed, stop))
+    if failure:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
