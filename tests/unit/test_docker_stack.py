@@ -8,6 +8,9 @@ import json
 import re
 import shutil
 import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -178,3 +181,40 @@ def test_grafana_dashboard_uses_the_provisioned_datasource() -> None:
     grafana = services(yaml.safe_load(COMPOSE_FILE.read_text()))["grafana"]
     dashboards_dir = provider["providers"][0]["options"]["path"]
     assert bind_mounts(grafana)[dashboards_dir] == DOCKER / "grafana" / "dashboards"
+
+
+def _healthcheck_command() -> list[str]:
+    text = (DOCKER / "Dockerfile").read_text().replace("\\\n", " ")
+    (line,) = [ln for ln in text.splitlines() if ln.startswith("HEALTHCHECK ")]
+    return json.loads(line.split(" CMD ", 1)[1])
+
+
+class _Health(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(200 if self.path == "/healthz" else 404)
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_the_image_health_check_asks_healthz_on_the_metrics_port() -> None:
+    """Runs the Dockerfile's HEALTHCHECK command (the image's python is this one) against a
+    server answering /healthz, then against a port nobody listens on."""
+    command = _healthcheck_command()
+    assert command[0] == "python"
+    command = [sys.executable, *command[1:]]
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Health)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        port = str(server.server_address[1])
+        alive = subprocess.run(command, env={"HYDRATOR_METRICS_PORT": port}, timeout=30)
+        assert alive.returncode == 0
+    finally:
+        server.shutdown()
+        server.server_close()
+    gone = subprocess.run(
+        command, env={"HYDRATOR_METRICS_PORT": port}, capture_output=True, timeout=30
+    )
+    assert gone.returncode != 0
