@@ -1,0 +1,173 @@
+"""`python -m bench`: the benchmarks (bench/README.md).
+
+python -m bench [options]            every runner on one pre-loaded workload: one table
+python -m bench latency [options]    end-to-end latency and RSS over time at a steady rate
+python -m bench profile [options]    cProfile of the embedded engine on the workload
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from bench.quix_venv import default_location
+from bench.workload import WorkloadShape
+
+RUNNER_KEYS = ("core", "copy", "quix-alo", "quix-eos", "embedded", "embedded-w1", "spark")
+
+
+def workload_options(
+    parser: argparse.ArgumentParser, events: int, row_bytes: int, toast_bytes: int
+) -> None:
+    group = parser.add_argument_group("workload")
+    group.add_argument("--events", type=int, default=events, help="(default: %(default)s)")
+    group.add_argument("--keys", type=int, default=10_000, help="(default: %(default)s)")
+    group.add_argument(
+        "--row-bytes", type=int, default=row_bytes, help="row without the TOAST column"
+    )
+    group.add_argument("--toast-bytes", type=int, default=toast_bytes, help="the TOAST column")
+    group.add_argument(
+        "--placeholder-ratio",
+        type=float,
+        default=0.5,
+        help="share of updates shipping the TOAST column as the placeholder",
+    )
+    group.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--bootstrap-servers", help="use this broker instead of a local Tansu")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+
+
+def shape_of(args: argparse.Namespace) -> WorkloadShape:
+    try:
+        return WorkloadShape(
+            events=args.events,
+            keys=args.keys,
+            row_bytes=args.row_bytes,
+            toast_bytes=args.toast_bytes,
+            placeholder_ratio=args.placeholder_ratio,
+        )
+    except ValueError as exc:
+        raise SystemExit(f"python -m bench: {exc}") from exc
+
+
+def throughput(argv: list[str]) -> None:
+    from bench.report import markdown
+    from bench.throughput import Options, run_bench
+
+    parser = argparse.ArgumentParser(
+        prog="python -m bench",
+        description="Every runner, one after another, on one pre-loaded workload.",
+        epilog="Arguments after `--` go to every `hydrator run` (embedded and Spark).",
+    )
+    workload_options(parser, events=100_000, row_bytes=1_000, toast_bytes=8_000)
+    parser.add_argument(
+        "--runners",
+        default="",
+        help=f"comma-separated subset of {','.join(RUNNER_KEYS)} (default: all)",
+    )
+    parser.add_argument("--skip-spark", action="store_true", help="the slowest runner")
+    parser.add_argument(
+        "--spark-batch", type=int, help="Spark's records per micro-batch (default: events/10)"
+    )
+    parser.add_argument("--quix-venv", type=Path, default=default_location())
+    parser.add_argument("--runner-timeout", type=float, default=1800, metavar="SECONDS")
+    parser.add_argument("--keep-topics", action="store_true", help="do not delete the topics")
+    own, engine_args = _split(argv)
+    args = parser.parse_args(own)
+    selected = tuple(k for k in args.runners.split(",") if k)
+    unknown = sorted(set(selected) - set(RUNNER_KEYS))
+    if unknown:
+        parser.error(f"--runners: unknown {', '.join(unknown)} (known: {', '.join(RUNNER_KEYS)})")
+    shape = shape_of(args)
+    options = Options(
+        shape=shape,
+        partitions=args.partitions,
+        bootstrap_servers=args.bootstrap_servers,
+        selected=selected,
+        skip_spark=args.skip_spark,
+        spark_batch=args.spark_batch or max(1000, shape.events // 10),
+        quix_venv=args.quix_venv,
+        runner_timeout_s=args.runner_timeout,
+        keep_topics=args.keep_topics,
+        engine_args=tuple(engine_args),
+    )
+    report = run_bench(options)
+    print(markdown(report))
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2))
+    if any(r["output_check"].startswith("WRONG") for r in report["results"]):
+        raise SystemExit(1)
+
+
+def latency(argv: list[str]) -> None:
+    from bench.latency import LatencyOptions, run_latency, summary
+
+    parser = argparse.ArgumentParser(
+        prog="python -m bench latency",
+        description="End-to-end latency (append to the input -> visible to a read_committed "
+        "reader of the output) and RSS over time of the embedded engine at a steady rate.",
+        epilog="Arguments after `--` go to `hydrator run`.",
+    )
+    workload_options(parser, events=0, row_bytes=500, toast_bytes=2_000)
+    parser.add_argument("--rate", type=int, default=5_000, help="events/s (default: 5000)")
+    parser.add_argument("--minutes", type=float, default=1.0, help="10 is the soak")
+    parser.add_argument(
+        "--max-broker-gb",
+        type=float,
+        default=8.0,
+        help="refuse a run the local broker (which keeps every record in memory) would need "
+        "more memory for (default: 8)",
+    )
+    own, engine_args = _split(argv)
+    args = parser.parse_args(own)
+    if args.rate < 1 or args.minutes <= 0:
+        parser.error("--rate and --minutes must be positive")
+    args.events = max(args.keys, 1)
+    options = LatencyOptions(
+        shape=shape_of(args),
+        partitions=args.partitions,
+        bootstrap_servers=args.bootstrap_servers,
+        rate=args.rate,
+        seconds=args.minutes * 60,
+        max_broker_bytes=int(args.max_broker_gb * 2**30),
+        engine_args=tuple(engine_args),
+    )
+    report = run_latency(options)
+    print(summary(report))
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2))
+
+
+def profile(argv: list[str]) -> None:
+    from bench.profile_engine import run_profile
+
+    parser = argparse.ArgumentParser(
+        prog="python -m bench profile",
+        description="The embedded engine in this process under cProfile, on the workload.",
+    )
+    workload_options(parser, events=100_000, row_bytes=1_000, toast_bytes=8_000)
+    parser.add_argument("--out", type=Path, default=Path("bench/results/embedded.prof"))
+    args = parser.parse_args(argv)
+    run_profile(shape_of(args), args.partitions, args.bootstrap_servers, args.out)
+
+
+def _split(argv: list[str]) -> tuple[list[str], list[str]]:
+    if "--" in argv:
+        i = argv.index("--")
+        return argv[:i], argv[i + 1 :]
+    return argv, []
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    commands = {"latency": latency, "profile": profile}
+    if argv and argv[0] in commands:
+        commands[argv[0]](argv[1:])
+    else:
+        throughput(argv)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+"""The bare core on the same workload, in this process: `Hydrator.process` over every event with
+a dict for state and no Kafka. What an engine costs on top of it is its shell."""
+
+from __future__ import annotations
+
+import time
+from itertools import islice
+
+from bench.workload import Checker, Workload
+
+CHUNK = 5_000  # events made at a time, outside the timed loop
+
+
+def core_result(workload: Workload):  # -> throughput.Result (imported late: no cycle)
+    from bench.throughput import Result
+    from hydrator.core import Hydrator
+    from hydrator.core.records import RawRecord
+
+    hydrator = Hydrator()
+    states: dict = {}
+    checker = Checker(workload)
+    wall = cpu = 0.0
+    events = workload.events()
+    offset = 0
+    while chunk := list(islice(events, CHUNK)):
+        raws = []
+        for _, key, value in chunk:
+            raws.append(RawRecord("bench.public.customers", 0, offset, key, value))
+            offset += 1
+        emitted = []
+        began, began_cpu = time.perf_counter(), time.process_time()
+        for raw in raws:
+            key = hydrator.route(raw)
+            step = hydrator.process(states.get(key), raw, 0)
+            if key is not None:
+                states[key] = step.state
+            emitted.extend(step.emitted)
+        cpu += time.process_time() - began_cpu
+        wall += time.perf_counter() - began
+        for out in emitted:
+            checker.check(out.value)
+    verdict = checker.finish()
+    return Result(
+        "core",
+        "bare core (in-process, dict state, no Kafka)",
+        events_per_s=round(offset / wall),
+        cpu_us_per_event=round(cpu / offset * 1e6, 1),
+        output_records=verdict.records,
+        output_check=verdict.summary(),
+        check_examples=verdict.examples,
+        rate_method="in-process loop",
+        window_s=round(wall, 3),
+    )

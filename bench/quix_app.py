@@ -1,0 +1,92 @@
+"""The peer: the same TOAST hydration written as a Quix Streams application would write it, with
+the row kept in Quix's RocksDB state (changelog on) — what a team would build instead of this
+project.
+
+Per event: fill every column of `after` that holds the placeholder from the stored row, fill a
+null `before` with the stored row, drop an event at or before the stored position
+(`source.lsn`), store the new row. The output record is stamped with the time it is produced
+(`set_timestamp`), as the other runners' producers do, so the bench can time the output.
+
+Runs in the bench's own virtualenv (Quix Streams pins an older confluent-kafka than the
+project), so it imports nothing from the project. Started by `python -m bench`; stops by itself
+after `--count` outputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+import orjson
+from quixstreams import Application, State
+from quixstreams.models import TopicConfig
+
+PLACEHOLDER = "__debezium_unavailable_value"
+
+
+def hydrate(value: bytes, state: State) -> bytes | None:
+    event = orjson.loads(value)
+    after = event.get("after")
+    if after is None:
+        return value
+    stored = state.get("row")
+    position = event["source"]["lsn"]
+    if stored is not None:
+        if position <= stored["lsn"]:
+            return None
+        row = stored["row"]
+        for column, cell in after.items():
+            if cell == PLACEHOLDER and column in row:
+                after[column] = row[column]
+        if event.get("before") is None:
+            event["before"] = row
+    state.set("row", {"lsn": position, "row": after})
+    return orjson.dumps(event)
+
+
+def now_ms(*_: Any) -> int:
+    return time.time_ns() // 1_000_000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bootstrap-servers", required=True)
+    parser.add_argument("--input-topic", required=True)
+    parser.add_argument("--output-topic", required=True)
+    parser.add_argument("--consumer-group", required=True)
+    parser.add_argument("--state-dir", required=True)
+    parser.add_argument("--guarantee", choices=("at-least-once", "exactly-once"), required=True)
+    parser.add_argument("--count", type=int, required=True, help="stop after this many outputs")
+    parser.add_argument("--commit-interval", type=float, default=5.0, help="Quix's default")
+    args = parser.parse_args()
+
+    app = Application(
+        broker_address=args.bootstrap_servers,
+        consumer_group=args.consumer_group,
+        auto_offset_reset="earliest",
+        state_dir=args.state_dir,
+        processing_guarantee=args.guarantee,
+        commit_interval=args.commit_interval,
+        loglevel="WARNING",
+        # Values of ~20 KB (a hydrated event with its before image): librdkafka's default
+        # message.max.bytes is 1 MB, enough; the fetch size stays the default too.
+    )
+    # The bench creates both topics (with retention.ms given: Quix derives its changelog
+    # topic's settings from the input's, and Tansu describes only configs given at creation).
+    source = app.topic(
+        args.input_topic,
+        key_deserializer="bytes",
+        value_deserializer="bytes",
+        config=TopicConfig(num_partitions=1, replication_factor=1),
+    )
+    sink = app.topic(args.output_topic, key_serializer="bytes", value_serializer="bytes")
+    frame = app.dataframe(source)
+    frame = frame.apply(hydrate, stateful=True).filter(lambda value: value is not None)
+    frame = frame.set_timestamp(now_ms)
+    frame.to_topic(sink)
+    app.run(count=args.count, collect=False)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,193 @@
+"""The runners the bench compares, each a command started as its own process tree on the same
+pre-loaded input, writing its own output topic.
+
+A runner knows how to start, whether it is meant to hydrate (the copy is not), and where it
+writes its state (changelog topics, a checkpoint directory), so the bench can count the bytes.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+BENCH_DIR = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One run of one runner."""
+
+    bootstrap: str
+    input_topic: str
+    output_topic: str
+    application_id: str
+    work_dir: Path
+    events: int
+    partitions: int
+
+
+@dataclass(frozen=True)
+class Runner:
+    key: str  # what --runners selects
+    label: str  # the table's row name
+    command: Callable[[Plan], list[str]]
+    hydrates: bool = True
+    # Topics holding its state (bytes written count as state) and topics it created (deleted
+    # after the run); predicates on (plan, topic name).
+    state_topic: Callable[[Plan, str], bool] = lambda plan, name: False
+    own_topic: Callable[[Plan, str], bool] = lambda plan, name: False
+    state_dirs: Callable[[Plan], list[Path]] = lambda plan: []
+    unavailable: str | None = None  # why it cannot run here (the row says so)
+    notes: tuple[str, ...] = field(default=())
+
+
+def hydrator_command(plan: Plan, engine: str, *extra: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "hydrator.cli",
+        "run",
+        "--engine",
+        engine,
+        "--bootstrap-servers",
+        plan.bootstrap,
+        "--input-topic",
+        plan.input_topic,
+        "--output-topic",
+        plan.output_topic,
+        "--application-id",
+        plan.application_id,
+        "--state-dir",
+        str(plan.work_dir / "state"),
+        "--available-now",
+        "--progress-interval",
+        "1h",
+        *extra,
+    ]
+
+
+def engine_help() -> str:
+    """`hydrator run --help` of the engine under test (the tree the bench runs from)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "hydrator.cli", "run", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    return done.stdout
+
+
+def _app_topic(plan: Plan, name: str) -> bool:
+    return name.startswith(f"{plan.application_id}-")
+
+
+def _embedded_changelog(plan: Plan, name: str) -> bool:
+    return name.startswith(f"{plan.application_id}-state")
+
+
+def _quix_topic(plan: Plan, name: str) -> bool:
+    return plan.application_id in name
+
+
+def _quix_changelog(plan: Plan, name: str) -> bool:
+    return name.startswith("changelog__") and plan.application_id in name
+
+
+def copy_runner() -> Runner:
+    return Runner(
+        "copy",
+        "confluent-kafka copy (the limit)",
+        lambda plan: [
+            sys.executable,
+            "-m",
+            "bench.copy_limit",
+            "--bootstrap-servers",
+            plan.bootstrap,
+            "--input-topic",
+            plan.input_topic,
+            "--output-topic",
+            plan.output_topic,
+        ],
+        hydrates=False,
+    )
+
+
+def quix_runner(guarantee: str, python: Path | None, why_not: str | None) -> Runner:
+    short = "eos" if guarantee == "exactly-once" else "alo"
+
+    def command(plan: Plan) -> list[str]:
+        return [
+            str(python),
+            str(BENCH_DIR / "quix_app.py"),
+            "--bootstrap-servers",
+            plan.bootstrap,
+            "--input-topic",
+            plan.input_topic,
+            "--output-topic",
+            plan.output_topic,
+            "--consumer-group",
+            plan.application_id,
+            "--state-dir",
+            str(plan.work_dir / "state"),
+            "--guarantee",
+            guarantee,
+            "--count",
+            str(plan.events),
+        ]
+
+    return Runner(
+        f"quix-{short}",
+        f"Quix Streams 3.28 {guarantee}, RocksDB state (5 s commits)",
+        command,
+        state_topic=_quix_changelog,
+        own_topic=_quix_topic,
+        unavailable=why_not,
+    )
+
+
+def embedded_runner(workers: str | None, has_workers: bool, extra: tuple[str, ...]) -> Runner:
+    if workers is None:
+        key, label, flags = "embedded", "embedded engine, EOS, default workers", ()
+    else:
+        key, label = f"embedded-w{workers}", f"embedded engine, EOS, --workers {workers}"
+        flags = ("--workers", workers)
+    missing = workers is not None and not has_workers
+    return Runner(
+        key,
+        label + (f" {' '.join(extra)}" if extra else ""),
+        lambda plan: hydrator_command(plan, "embedded", *flags, *extra),
+        state_topic=_embedded_changelog,
+        own_topic=_app_topic,
+        unavailable="n/a (no --workers)" if missing else None,
+    )
+
+
+def spark_runner(batch: int, extra: tuple[str, ...]) -> Runner:
+    return Runner(
+        "spark",
+        "Spark engine, local[2], RocksDB state",
+        lambda plan: hydrator_command(
+            plan,
+            "spark",
+            "--master",
+            "local[2]",
+            "--max-offsets-per-trigger",
+            str(batch),
+            "--spark-conf",
+            "spark.ui.enabled=false",
+            *extra,
+        ),
+        own_topic=_app_topic,
+        state_dirs=lambda plan: [
+            plan.work_dir / "state" / plan.application_id / "checkpoint" / "state"
+        ],
+        notes=(
+            f"Spark reads micro-batches of up to {batch} records (--spark-batch): the first "
+            "batch is processed before the first output appears, so over K batches the rate "
+            "and CPU per event lean by up to 1/K in Spark's favour.",
+        ),
+    )
