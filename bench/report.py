@@ -62,4 +62,6 @@ def markdown(report: dict[str, Any]) -> str:
             lines.append(f"* {result['key']}: {example}")
         if result["status"].startswith("failed"):
             lines += [f"* {result['key']} log tail:", "```", *result["notes"], "```"]
+        else:
+            lines += [f"* {note}" for note in result["notes"]]
     return "\n".join(lines)

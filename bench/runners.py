@@ -7,6 +7,7 @@ writes its state (changelog topics, a checkpoint directory), so the bench can co
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -14,6 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 BENCH_DIR = Path(__file__).resolve().parent
+REPO = BENCH_DIR.parent
+
+
+def runner_env() -> dict[str, str]:
+    """The bench's environment with this tree first on the path: the engine under test is the
+    one `python -m bench` runs from."""
+    path = [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
 
 
 @dataclass(frozen=True)
@@ -75,6 +84,8 @@ def engine_help() -> str:
         [sys.executable, "-m", "hydrator.cli", "run", "--help"],
         capture_output=True,
         text=True,
+        cwd=REPO,
+        env=runner_env(),
         timeout=120,
         check=False,
     )

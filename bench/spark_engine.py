@@ -16,10 +16,10 @@ once at full size over 1k keys (JIT and worker warm-up, not counted).
 
 Run (from the repository root):
 
-    python bench/spark_engine.py                          # K = 1k and 50k, N = 50k
-    python bench/spark_engine.py --events 20000 --keys 1000 --batches 2 --json out.json
-    python bench/spark_engine.py --keys 1000 --batches 1 --breakdown   # the engine pass by pass
-    python bench/spark_engine.py --spark-conf spark.sql.execution.arrow.maxBytesPerBatch=2147483647
+    python -m bench.spark_engine                          # K = 1k and 50k, N = 50k
+    python -m bench.spark_engine --events 20000 --keys 1000 --batches 2 --json out.json
+    python -m bench.spark_engine --keys 1000 --batches 1 --breakdown   # the engine pass by pass
+    python -m bench.spark_engine --spark-conf spark.sql.execution.arrow.maxBytesPerBatch=2147483647
 """
 
 from __future__ import annotations

@@ -10,10 +10,10 @@
 
 Run (from the repository root):
 
-    /work/venv/bin/python bench/spark_floor.py                       # floor, K = 1k and 50k
-    /work/venv/bin/python bench/spark_floor.py --events 20000 --keys 1000,20000 --batches 2
-    /work/venv/bin/python bench/spark_floor.py --kafka-io --records 500000 --skip-floor
-    /work/venv/bin/python bench/spark_floor.py --kafka-io --bootstrap-servers HOST:PORT
+    python -m bench.spark_floor                       # floor, K = 1k and 50k
+    python -m bench.spark_floor --events 20000 --keys 1000,20000 --batches 2
+    python -m bench.spark_floor --kafka-io --records 500000 --skip-floor
+    python -m bench.spark_floor --kafka-io --bootstrap-servers HOST:PORT
 
 `--kafka-io` starts a throwaway Tansu broker unless --bootstrap-servers is given. Prints markdown
 tables; `--json FILE` also writes the figures. Wall times are the micro-batches' own

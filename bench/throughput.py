@@ -41,9 +41,10 @@ from bench.measure import (
     topics_named,
 )
 from bench.quix_venv import quix_python
+from bench.runners import REPO, runner_env
 from bench.workload import Checker, Workload, WorkloadShape
 
-REPO = Path(__file__).resolve().parent.parent
+SHORTEST_WINDOW_S = 1.0
 
 
 @dataclass
@@ -180,17 +181,13 @@ def run_one(
     plan.work_dir.mkdir(parents=True)
     create_topics(kafka.bootstrap_servers, [plan.output_topic], options.partitions)
     log_path = plan.work_dir / "runner.log"
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-    }
     started = time.time()
     with (
         open(log_path, "wb") as log,
         tqdm(total=events, desc=runner.key, unit="ev", leave=False) as bar,
     ):
         process = subprocess.Popen(
-            runner.command(plan), stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=env
+            runner.command(plan), stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=runner_env()
         )
         sampler = TreeSampler(process.pid).start()
         watch = OutputWatch(
@@ -225,6 +222,11 @@ def run_one(
     if window is not None:
         first, last, result.rate_method = window
         result.window_s = round(last - first, 3)
+        if last - first < SHORTEST_WINDOW_S:
+            result.notes.append(
+                f"{runner.key}: its output took {last - first:.3f} s, too short to time well: "
+                "give more --events"
+            )
         if last > first:
             result.events_per_s = round(events / (last - first))
             cpu = samples.cpu_at(last) - samples.cpu_at(first)

@@ -216,7 +216,7 @@ class Verdict:
 
     @property
     def duplicates(self) -> int:
-        return self.records - self.distinct
+        return self.records - self.unreadable - self.distinct
 
     def summary(self) -> str:
         """ "ok", or what is wrong ("WRONG: …"); repeats alone are not wrong (at-least-once)."""
@@ -238,12 +238,13 @@ class Verdict:
 
 
 class Checker:
-    """Checks output records against the truth, one at a time (the output is read once)."""
+    """Checks output records against the truth, one at a time (the output is read once), as
+    the workload's events are made: an output is checked after its event."""
 
     def __init__(self, workload: Workload, hydrates: bool = True) -> None:
         self._workload = workload
         self._hydrates = hydrates
-        self._seen = bytearray(len(workload.truth))
+        self._seen = bytearray(workload.shape.events)
         self.verdict = Verdict()
 
     def check(self, value: bytes | None) -> None:

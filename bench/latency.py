@@ -1,0 +1,289 @@
+"""`python -m bench latency`: the embedded engine at a steady input rate.
+
+Every key is inserted first and the engine started (`hydrator run`, no --available-now) until
+it has caught up; then updates are produced at `--rate` for `--minutes`, each with a
+`bench.sent` header (the wall time of its produce() call, in ns; the engine keeps input headers
+on its output). A separate reader process, read_committed, takes the time each output becomes
+visible: latency = seen - sent. The engine's process tree is sampled for RSS every 100 ms.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import subprocess
+import tempfile
+import time
+import uuid
+from array import array
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from tqdm import tqdm
+
+from bench.broker import broker, create_topics
+from bench.broker import preload as preload_topic
+from bench.measure import OutputWatch, TreeSampler
+from bench.runners import REPO, Plan, hydrator_command, runner_env
+from bench.workload import Workload, WorkloadShape
+
+SENT_HEADER = "bench.sent"
+
+
+@dataclass(frozen=True)
+class LatencyOptions:
+    shape: WorkloadShape  # events: the inserts only; the feed adds rate x seconds updates
+    partitions: int
+    bootstrap_servers: str | None
+    rate: int
+    seconds: float
+    max_broker_bytes: int
+    engine_args: tuple[str, ...]
+
+    @property
+    def fed(self) -> int:
+        return int(self.rate * self.seconds)
+
+
+def broker_bytes(options: LatencyOptions) -> int:
+    """What a broker that keeps everything (Tansu's memory storage) holds after the run: the
+    input, the output (row and before image) and one changelog write per event, at most."""
+    shape = options.shape
+    row = shape.row_bytes + shape.toast_bytes + 400
+    source = shape.row_bytes + (1 - shape.placeholder_ratio) * shape.toast_bytes + 400
+    return int((options.fed + shape.keys) * (source + 2 * row + row))
+
+
+def run_latency(options: LatencyOptions) -> dict[str, Any]:
+    need = broker_bytes(options)
+    if options.bootstrap_servers is None and need > options.max_broker_bytes:
+        limit = options.max_broker_bytes / 2**30
+        raise SystemExit(
+            "python -m bench latency: the local broker keeps every record in memory and this run "
+            f"would hold about {need / 2**30:.1f} GB (--max-broker-gb {limit:g}). "
+            "Give --bootstrap-servers (a Kafka with retention), or lower --rate, --minutes, "
+            "--row-bytes or --toast-bytes."
+        )
+    shape = WorkloadShape(
+        events=options.shape.keys + options.fed,
+        keys=options.shape.keys,
+        row_bytes=options.shape.row_bytes,
+        toast_bytes=options.shape.toast_bytes,
+        placeholder_ratio=options.shape.placeholder_ratio,
+    )
+    workload = Workload(shape)
+    events = workload.events()
+    with broker(options.bootstrap_servers) as kafka, tempfile.TemporaryDirectory() as work:
+        bootstrap = kafka.bootstrap_servers
+        topic = f"bench-lat-{uuid.uuid4().hex[:8]}.public.customers"
+        plan = Plan(
+            bootstrap,
+            topic,
+            f"{topic}.out",
+            f"bench-lat-{uuid.uuid4().hex[:6]}",
+            Path(work),
+            shape.events,
+            options.partitions,
+        )
+        create_topics(bootstrap, [topic, plan.output_topic], options.partitions)
+        inserts = ((key, value) for _, key, value in _take(events, shape.keys))
+        preload_topic(bootstrap, topic, inserts, lambda: None)
+        command = [a for a in hydrator_command(plan, "embedded") if a != "--available-now"]
+        command += options.engine_args
+        log = open(Path(work) / "engine.log", "wb")  # noqa: SIM115
+        engine = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=runner_env()
+        )
+        sampler = TreeSampler(engine.pid).start()
+        try:
+            caught_up = _wait_for_output(bootstrap, plan, shape.keys, engine)
+            reader, results_path = _start_reader(bootstrap, plan.output_topic, options, work)
+            feed_began = time.time()
+            _feed(bootstrap, topic, events, options)
+            feed_ended = time.time()
+            reader.join(timeout=60 + options.seconds * 0.1)
+            if reader.is_alive():
+                reader.terminate()
+        finally:
+            engine.send_signal(signal.SIGTERM)
+            try:
+                engine.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                engine.kill()
+                engine.wait()
+            samples = sampler.stop()
+            log.close()
+        latencies = array("q")
+        if results_path.exists():
+            latencies.frombytes(results_path.read_bytes())
+    latencies_ms = sorted(x / 1e6 for x in latencies)
+    rss = _rss_over_time(samples, feed_began, feed_ended)
+    return {
+        "machine": {"cpus": os.cpu_count(), "load_average_at_start": os.getloadavg()[0]},
+        "workload": asdict(options.shape) | {"partitions": options.partitions},
+        "rate": options.rate,
+        "seconds": options.seconds,
+        "engine_args": list(options.engine_args),
+        "catch_up_s": round(caught_up, 1),
+        "fed": options.fed,
+        "seen": len(latencies_ms),
+        "feed_rate": round(options.fed / (feed_ended - feed_began)),
+        "latency_ms": _percentiles(latencies_ms),
+        "rss": rss,
+    }
+
+
+def _take(events, count: int):
+    for _ in range(count):
+        yield next(events)
+
+
+def _wait_for_output(bootstrap: str, plan: Plan, count: int, engine: subprocess.Popen) -> float:
+    began = time.monotonic()
+    watch = OutputWatch(bootstrap, plan.output_topic, plan.partitions, lambda n: None).start()
+    try:
+        while not watch.series or watch.series[-1][1] < count:
+            if engine.poll() is not None:
+                raise SystemExit(f"the engine exited {engine.returncode} before catching up")
+            time.sleep(0.2)
+    finally:
+        watch.stop()
+    return time.monotonic() - began
+
+
+def _feed(bootstrap: str, topic: str, events, options: LatencyOptions) -> None:
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "partitioner": "murmur2_random",
+            "linger.ms": 5,
+            "enable.idempotence": True,
+        }
+    )
+    began = time.monotonic()
+    sent = 0
+    with tqdm(total=options.fed, desc="feed", unit="ev", leave=False) as bar:
+        while sent < options.fed:
+            due = min(options.fed, int((time.monotonic() - began) * options.rate))
+            for _ in range(due - sent):
+                _, key, value = next(events)
+                header = [(SENT_HEADER, str(time.time_ns()).encode())]
+                while True:
+                    try:
+                        producer.produce(topic, value, key, headers=header)
+                        break
+                    except BufferError:
+                        producer.poll(0.01)
+            bar.update(due - sent)
+            sent = due
+            producer.poll(0)
+            time.sleep(0.002)
+    producer.flush(60)
+
+
+def _start_reader(bootstrap: str, topic: str, options: LatencyOptions, work: str):
+    path = Path(work) / "latencies.bin"
+    context = multiprocessing.get_context("spawn")
+    reader = context.Process(
+        target=read_latencies,
+        args=(bootstrap, topic, options.partitions, options.fed, options.seconds + 60, str(path)),
+        daemon=True,
+    )
+    reader.start()
+    return reader, path
+
+
+def read_latencies(
+    bootstrap: str, topic: str, partitions: int, expected: int, timeout_s: float, path: str
+) -> None:
+    """In its own process: visible time - sent time of every output carrying the header."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench-latency",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 5,
+            "fetch.message.max.bytes": 16 * 1024 * 1024,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    latencies = array("q")
+    deadline = time.monotonic() + timeout_s
+    try:
+        while len(latencies) < expected and time.monotonic() < deadline:
+            for msg in consumer.consume(1000, 0.1):
+                if msg.error() is not None:
+                    if msg.error().code() != KafkaError._PARTITION_EOF:
+                        raise RuntimeError(str(msg.error()))
+                    continue
+                seen = time.time_ns()
+                for name, value in msg.headers() or ():
+                    if name == SENT_HEADER and value is not None:
+                        latencies.append(seen - int(value))
+    finally:
+        consumer.close()
+        Path(path).write_bytes(latencies.tobytes())
+
+
+def _percentiles(values: list[float]) -> dict[str, float | None]:
+    if not values:
+        return {"p50": None, "p99": None, "max": None}
+
+    def at(q: float) -> float:
+        return round(values[min(len(values) - 1, int(q * len(values)))], 1)
+
+    return {"p50": at(0.50), "p90": at(0.90), "p99": at(0.99), "max": round(values[-1], 1)}
+
+
+def _rss_over_time(samples, began: float, ended: float) -> dict[str, Any]:
+    """RSS (MB) at ten points of the feed, and its growth from 20 % into the feed (warmed up)
+    to the largest of the last 10 %."""
+    points = []
+    for i in range(11):
+        when = began + (ended - began) * i / 10
+        index = min(range(len(samples.times)), key=lambda j: abs(samples.times[j] - when))
+        points.append(round(samples.rss[index] / 2**20, 1))
+    tail = [
+        rss
+        for t, rss in zip(samples.times, samples.rss, strict=True)
+        if t >= ended - (ended - began) * 0.1 and t <= ended
+    ]
+    baseline = points[2]
+    end = max(tail, default=0) / 2**20
+    return {
+        "mb_at_tenths": points,
+        "baseline_mb": baseline,
+        "end_mb": round(end, 1),
+        "growth_pct": round((end / baseline - 1) * 100, 1) if baseline else None,
+        "peak_mb": round(samples.peak_rss / 2**20, 1),
+    }
+
+
+def summary(report: dict[str, Any]) -> str:
+    shape, lat, rss = report["workload"], report["latency_ms"], report["rss"]
+    return "\n".join(
+        [
+            f"Embedded engine at {report['rate']:,} events/s for {report['seconds']:.0f} s "
+            f"(fed at {report['feed_rate']:,}/s): {shape['keys']:,} keys, "
+            f"~{shape['row_bytes']:,} B row + {shape['toast_bytes']:,} B TOAST column, "
+            f"{shape['placeholder_ratio']:.0%} placeholders, {shape['partitions']} partitions; "
+            f"{report['machine']['cpus']} CPUs, "
+            f"load average at start {report['machine']['load_average_at_start']:.2f}.",
+            "",
+            "| figure | value |",
+            "|---|---|",
+            f"| outputs seen / fed | {report['seen']:,} / {report['fed']:,} |",
+            f"| end-to-end latency p50 / p90 / p99 / max (ms) | {lat.get('p50')} / "
+            f"{lat.get('p90')} / {lat.get('p99')} / {lat.get('max')} |",
+            f"| RSS MB at each tenth of the run | {' '.join(map(str, rss['mb_at_tenths']))} |",
+            f"| RSS growth (20 % into the run -> last 10 %) | {rss['growth_pct']} % |",
+            f"| peak RSS MB (process tree) | {rss['peak_mb']} |",
+            "",
+            "Latency: produce() call with a `bench.sent` header -> the output record visible to a "
+            "read_committed reader in its own process.",
+        ]
+    )

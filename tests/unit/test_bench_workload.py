@@ -1,0 +1,55 @@
+"""The bench's workload and its output check (bench/workload.py): the bare core hydrates it to
+the truth, and a runner that leaves placeholders, loses events or repeats them is named."""
+
+from __future__ import annotations
+
+import orjson
+
+from bench.core import core_result
+from bench.workload import PLACEHOLDER, Checker, Workload, WorkloadShape
+
+SMALL = WorkloadShape(events=600, keys=50, row_bytes=300, toast_bytes=500, placeholder_ratio=0.5)
+
+
+def test_the_core_hydrates_the_workload_to_its_truth() -> None:
+    result = core_result(Workload(SMALL))
+    assert result.output_check == "ok"
+    assert result.output_records == SMALL.events
+
+
+def test_the_workload_has_its_shape() -> None:
+    workload = Workload(SMALL)
+    events = list(workload.events())
+    assert len(events) == SMALL.events
+    assert {key for key, _, _ in events[: SMALL.keys]} == set(range(SMALL.keys))
+    updates = SMALL.events - SMALL.keys
+    assert 0.3 * updates < workload.truth.placeholders < 0.7 * updates
+    row = orjson.loads(events[0][2])["after"]
+    assert abs(len(orjson.dumps({**row, "doc": ""})) - SMALL.row_bytes) < 60
+    assert len(row["doc"]) == SMALL.toast_bytes
+
+
+def test_a_copy_is_flagged_and_a_count_only_check_is_not() -> None:
+    workload = Workload(SMALL)
+    values = [value for _, _, value in workload.events()]
+    hydrating = Checker(workload)
+    counting = Checker(workload, hydrates=False)
+    for value in values:
+        hydrating.check(value)
+        counting.check(value)
+    verdict = hydrating.finish()
+    assert verdict.placeholders_left == workload.truth.placeholders
+    assert verdict.summary().startswith("WRONG: ")
+    assert PLACEHOLDER not in verdict.summary()
+    assert counting.finish().summary() == "ok"
+
+
+def test_missing_and_repeated_outputs_are_counted() -> None:
+    workload = Workload(SMALL)
+    values = [value for _, _, value in workload.events()]
+    checker = Checker(workload, hydrates=False)
+    for value in [*values[:-3], values[0], b"not json"]:
+        checker.check(value)
+    verdict = checker.finish()
+    assert (verdict.missing, verdict.duplicates, verdict.unreadable) == (3, 1, 1)
+    assert verdict.summary() == "WRONG: 3 missing, 1 unreadable, 1 repeated"
