@@ -14,9 +14,10 @@ CHUNK = 5_000  # events made at a time, outside the timed loop
 def core_result(workload: Workload):  # -> throughput.Result (imported late: no cycle)
     from bench.throughput import Result
     from hydrator.core import Hydrator
-    from hydrator.core.records import RawRecord
+    from hydrator.events import RawRecord
+    from hydrator.formats import codec_for
 
-    hydrator = Hydrator()
+    hydrator = Hydrator(codec_for("debezium"))
     states: dict = {}
     checker = Checker(workload)
     wall = cpu = 0.0
@@ -30,8 +31,8 @@ def core_result(workload: Workload):  # -> throughput.Result (imported late: no 
         emitted = []
         began, began_cpu = time.perf_counter(), time.process_time()
         for raw in raws:
-            key = hydrator.route(raw)
-            step = hydrator.process(states.get(key), raw, 0)
+            key = hydrator.route(raw)  # every key of the workload decodes
+            step = hydrator.process(states.get(key), raw, key, 0)  # type: ignore[arg-type]
             if key is not None:
                 states[key] = step.state
             emitted.extend(step.emitted)

@@ -50,7 +50,14 @@ from hydrator.engines.spark.kafka_source import SOURCE_SCHEMA
 from hydrator.engines.spark.query import QuerySpec, hydrate
 from hydrator.engines.spark.routing import routed
 from hydrator.engines.spark.session import spark_session
-from hydrator.engines.spark.stateful import OUTPUT_SCHEMA, STATE_SCHEMA, Topics, group_function
+from hydrator.engines.spark.stateful import (
+    OUTPUT_SCHEMA,
+    STATE_SCHEMA,
+    HydratorSpec,
+    Topics,
+    group_function,
+)
+from hydrator.formats import codec_for
 
 TOPIC = "bench.public.items"
 PLACEHOLDER = "__debezium_unavailable_value"
@@ -111,11 +118,13 @@ def passthrough_floor(frame: DataFrame, _spec: QuerySpec) -> DataFrame:
 
 def hydrated_record(doc_size: int) -> tuple[Any, ...]:
     """What the engine writes for one of the measured updates, in a `records` cell."""
-    hydrator = Hydrator(HydrationSettings())
+    hydrator = Hydrator(codec_for("debezium"), HydrationSettings())
     key = orjson.dumps({"id": 1})
     insert = RawRecord(TOPIC, 1, 0, key, event(1, 2, "d" * doc_size))
     update = RawRecord(TOPIC, 1, 1, key, event(1, 3, None))
-    (out,) = hydrator.process(hydrator.process(None, insert, 0).state, update, 0).emitted
+    canonical = '{"id":1}'
+    inserted = hydrator.process(None, insert, canonical, 0).state
+    (out,) = hydrator.process(inserted, update, canonical, 0).emitted
     return ("out", out.partition, out.key, out.value, out.headers)
 
 
@@ -155,7 +164,7 @@ def stateful_floor(frame: DataFrame, _spec: QuerySpec) -> DataFrame:
 
 def engine_routing(frame: DataFrame, spec: QuerySpec) -> DataFrame:
     """The engine's first pass alone: routing and packing (mapInArrow), no shuffle."""
-    return routed(frame, spec.settings, spec.format, spec.topics.handoff)
+    return routed(frame, spec.hydrator, spec.topics.handoff)
 
 
 def engine_plumbing(frame: DataFrame, spec: QuerySpec) -> DataFrame:
@@ -180,7 +189,7 @@ def engine_plumbing(frame: DataFrame, spec: QuerySpec) -> DataFrame:
 def engine_output_discarded(frame: DataFrame, spec: QuerySpec) -> DataFrame:
     """The whole engine, but the group function's output rows are dropped in Python: what
     handing the hydrated records back to Spark costs is the difference to the engine."""
-    hydrate_group = group_function(spec.settings, spec.format, spec.topics)
+    hydrate_group = group_function(spec.hydrator, spec.topics)
 
     def discard(
         key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: GroupState
@@ -244,7 +253,7 @@ def measure(
         (TOPIC,),
         Topics({TOPIC: "out"}, "h", "dlq"),
         str(source) + "-ck",
-        HydrationSettings(),
+        HydratorSpec(HydrationSettings()),
     )
     out = STAGES[stage](frame, spec)
     query = (

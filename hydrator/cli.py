@@ -30,13 +30,13 @@ from hydrator.config import (
     parse_spark_conf,
 )
 from hydrator.core.settings import (
-    DEFAULT_PLACEHOLDER,
     HydrationSettings,
     OnStale,
     OnUnresolved,
     UnresolvedColumnsError,
 )
 from hydrator.formats import FORMAT_NAMES
+from hydrator.formats.options import DEFAULT_PLACEHOLDER, FormatOptions
 from hydrator.kafka.client_config import (
     ClientConfigError,
     parse_properties,
@@ -411,7 +411,6 @@ def build_config(options: dict[str, Any]) -> RunConfig:
     if not inputs:
         raise click.BadParameter("no topic given", param_hint="'--input-topic'")
     hydration = HydrationSettings(
-        placeholder=options["placeholder"],
         fill_before=options["fill_before"],
         on_stale=OnStale(options["on_stale"]),
         on_unresolved=OnUnresolved(options["on_unresolved"]),
@@ -422,8 +421,9 @@ def build_config(options: dict[str, Any]) -> RunConfig:
         max_parked_records=options["max_parked_records"],
         max_parked_bytes=options["max_parked_bytes"],
     )
-    _check_placeholder(hydration)
-    _check_format(options["format_"], hydration)
+    format_options = FormatOptions(placeholder=options["placeholder"])
+    _check_placeholder(format_options)
+    _check_format(options["format_"], format_options)
     return RunConfig(
         engine=options["engine"],
         bootstrap_servers=options["bootstrap_servers"],
@@ -433,6 +433,7 @@ def build_config(options: dict[str, Any]) -> RunConfig:
         state_dir=options["state_dir"],
         application_id=options["application_id"],
         format=options["format_"],
+        format_options=format_options,
         available_now=options["available_now"],
         kafka_properties=properties,
         hydration=hydration,
@@ -451,20 +452,20 @@ def build_spark_options(options: dict[str, Any]) -> SparkOptions:
     return SparkOptions(options["master"], conf, options["max_offsets_per_trigger"])
 
 
-def _check_placeholder(settings: HydrationSettings) -> None:
+def _check_placeholder(options: FormatOptions) -> None:
     try:
-        settings.placeholder_bytes  # noqa: B018 - validates hex: placeholders
+        options.placeholder_bytes  # noqa: B018 - validates hex: placeholders
     except ValueError:
         raise click.BadParameter(
-            f"{settings.placeholder!r} is not valid hex after 'hex:'", param_hint="'--placeholder'"
+            f"{options.placeholder!r} is not valid hex after 'hex:'", param_hint="'--placeholder'"
         ) from None
 
 
-def _check_format(name: str, settings: HydrationSettings) -> None:
+def _check_format(name: str, options: FormatOptions) -> None:
     from hydrator.formats import codec_for
 
     try:
-        codec_for(name, settings)
+        codec_for(name, options)
     except ValueError as exc:
         raise click.BadParameter(
             f"{name} is not available yet ({exc})", param_hint="'--format'"

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from hydrator.core.settings import HydrationSettings
+from hydrator.formats.options import FormatOptions
 
 DEFAULT_APPLICATION_ID = "toast-hydrator"
 
@@ -69,6 +70,7 @@ class RunConfig:
     state_dir: Path = Path("hydrator-state")
     application_id: str = DEFAULT_APPLICATION_ID
     format: str = "auto"
+    format_options: FormatOptions = field(default_factory=FormatOptions)
     available_now: bool = False
     kafka_properties: Mapping[str, str] = field(default_factory=dict)
     hydration: HydrationSettings = field(default_factory=HydrationSettings)

@@ -8,10 +8,10 @@ frozen constructor costs five times as much.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from hydrator.core.records import Handoff, RawRecord
+from hydrator.events import RawRecord
+from state.handoff import Handoff
 
 
 @dataclass(slots=True)
@@ -22,6 +22,9 @@ class StateRecord:
     names their old key; `parked` holds this key's records, oldest first, while the first of them
     waits for the handoff from `awaiting` (its old key). Something has been waiting since
     `waiting_since_ms`.
+
+    `cell_times` is kept for events that carry per-cell write times (ChangeEvent.cell_times):
+    per column of `image`, the write time of the value it holds. None otherwise.
     """
 
     image: dict[str, Any] | None = None
@@ -32,6 +35,7 @@ class StateRecord:
     parked: tuple[RawRecord, ...] = field(default=())
     awaiting: str | None = None
     waiting_since_ms: int | None = None
+    cell_times: dict[str, int] | None = None
 
     def with_row(
         self,
@@ -39,6 +43,7 @@ class StateRecord:
         pos: tuple[int, ...] | None,
         deleted: bool,
         updated_at_ms: int,
+        cell_times: dict[str, int] | None = None,
     ) -> StateRecord:
         """This record with a new row (rule 3), the key-change fields kept. Every event takes
         this path, where `dataclasses.replace` cost more than the rule itself."""
@@ -51,6 +56,7 @@ class StateRecord:
             self.parked,
             self.awaiting,
             self.waiting_since_ms,
+            cell_times,
         )
 
     @property

@@ -1,8 +1,11 @@
-"""The functional core: pure hydration rules, no I/O, shared by every engine."""
+"""The functional core: pure hydration rules, no I/O, shared by every engine. It knows formats
+only through the Codec it is given (hydrator.events)."""
 
-from hydrator.core.hydrator import Hydrator
-from hydrator.core.records import DeadLetter, Handoff, OutputRecord, RawRecord, Transition
+from hydrator.core.hydrator import Hydrator, rejected
+from hydrator.core.records import DeadLetter, OutputRecord, Transition
 from hydrator.core.settings import HydrationSettings, OnStale, OnUnresolved, UnresolvedColumnsError
+from hydrator.events import RawRecord
+from state.handoff import Handoff
 
 __all__ = [
     "DeadLetter",
@@ -15,4 +18,5 @@ __all__ = [
     "RawRecord",
     "Transition",
     "UnresolvedColumnsError",
+    "rejected",
 ]

@@ -1,7 +1,9 @@
 """The core's entry point for engines: pure steps over (state record, input) -> Transition.
 
-An engine's loop is: `key = hydrator.route(record)`; load the state record for
-`(record.topic, key)`; `t = hydrator.process(state, record, now_ms)`; store `t.state`, write
+An engine is given a Hydrator built with the run's codec (hydrator.formats.codec_for). Its loop
+is: `key = hydrator.route(record)` (once per record: the codec's canonical key); a DeadLetter
+goes out as `rejected(key)`; otherwise load the state record for `(record.topic, key)` (no state
+for a None key), `t = hydrator.process(state, record, key, now_ms)`; store `t.state`, write
 `t.emitted` to the output topic (same partition), `t.handoffs` to the handoff topic, `t.dead` to
 the DLQ. Handoffs read back go through `receive_handoff`; `tick` applies timeouts.
 
@@ -16,16 +18,12 @@ from collections import Counter
 from dataclasses import replace
 
 from hydrator.core import rules
-from hydrator.core.keys import canonical_key
 from hydrator.core.records import (
     HEADER_FILLED,
     HEADER_SOURCE,
     HEADER_UNRESOLVED,
     DeadLetter,
-    Handoff,
-    Headers,
     OutputRecord,
-    RawRecord,
     Transition,
 )
 from hydrator.core.settings import (
@@ -34,7 +32,8 @@ from hydrator.core.settings import (
     OnUnresolved,
     UnresolvedColumnsError,
 )
-from hydrator.formats import ChangeEvent, Op, Passthrough, codec_for
+from hydrator.events import ChangeEvent, Codec, Headers, Op, Passthrough, RawRecord
+from state.handoff import Handoff
 from state.record import StateRecord
 
 HEADER_STALE = "hydrator.stale"
@@ -61,22 +60,27 @@ def read_handoff(record: RawRecord) -> Handoff | DeadLetter:
         return DeadLetter(record, f"unreadable handoff: {failure_reason(exc)}")
 
 
+def rejected(dead: DeadLetter, state: StateRecord | None = None) -> Transition:
+    """A record that becomes a dead letter, `state` unchanged."""
+    return Transition(state, dead=(dead,), counts={"dead_letters": 1})
+
+
 class Hydrator:
-    def __init__(self, settings: HydrationSettings | None = None, format: str = "auto") -> None:
+    def __init__(self, codec: Codec, settings: HydrationSettings | None = None) -> None:
+        self.codec = codec
         self.settings = settings or HydrationSettings()
-        self.codec = codec_for(format, self.settings)
 
     # -- routing -------------------------------------------------------------------------------
 
     def route(self, record: RawRecord) -> str | DeadLetter | None:
-        """The canonical key the record's state lives under; None for a keyless record (it is
-        hydrated statelessly); a DeadLetter when the key cannot be decoded."""
-        if record.key is None:
-            return None
+        """The canonical key the record's state lives under (the codec's `key`); None for a
+        record without identity (it is hydrated statelessly); a DeadLetter when the key cannot
+        be decoded or the record is over the size limit."""
         try:
-            if len(record.key) > self.settings.max_record_bytes:
-                return DeadLetter(record, self._oversize("key", len(record.key)))
-            return canonical_key(record.key)
+            oversize = self._oversize(record)
+            if oversize is not None:
+                return oversize
+            return self.codec.key(record)
         except _PASSED_THROUGH:
             raise
         except Exception as exc:  # whatever the key holds, it is this record's fault
@@ -84,26 +88,29 @@ class Hydrator:
 
     # -- records -------------------------------------------------------------------------------
 
-    def process(self, state: StateRecord | None, record: RawRecord, now_ms: int) -> Transition:
-        """Apply one input record to its key's state; a record that cannot be applied is a dead
-        letter, whatever it raised."""
+    def process(
+        self, state: StateRecord | None, record: RawRecord, key: str | None, now_ms: int
+    ) -> Transition:
+        """Apply one input record to its key's state (`key` is what `route` gave: the key of
+        `state`, None for a stateless record); a record that cannot be applied is a dead letter,
+        whatever it raised."""
         try:
-            return self._process(state, record, now_ms)
+            return self._process(state, record, key, now_ms)
         except _PASSED_THROUGH:
             raise
         except Exception as exc:
-            return self._dead(state, DeadLetter(record, failure_reason(exc)))
+            return rejected(DeadLetter(record, failure_reason(exc)), state)
 
-    def _process(self, state: StateRecord | None, record: RawRecord, now_ms: int) -> Transition:
-        if record.value is not None and len(record.value) > self.settings.max_record_bytes:
-            return self._dead(state, DeadLetter(record, self._oversize("value", len(record.value))))
+    def _process(
+        self, state: StateRecord | None, record: RawRecord, key: str | None, now_ms: int
+    ) -> Transition:
+        oversize = self._oversize(record)
+        if oversize is not None:
+            return rejected(oversize, state)
         if state is not None and state.is_parked:
             if _already_parked(state, record):
                 return Transition(state, counts={"redelivered_parked": 1})
             return self._park(state, record)
-        key = self.route(record)
-        if isinstance(key, DeadLetter):
-            return self._dead(state, key)
         decoded = self.codec.decode(record)  # BadInput and the rest: see process()
         if isinstance(decoded, Passthrough):
             return Transition(
@@ -154,7 +161,7 @@ class Hydrator:
             )
             counts["handoffs_sent"] = 1
         if not hydration.unresolved:
-            value = self.codec.encode(event, hydration.patch) if hydration.patch else record.value
+            value = self.codec.encode(event, hydration.patch)
             emitted = (_output(record, value, hydration.filled),)
             return Transition(hydration.state, emitted, handoffs, (), counts)
         return self._unresolved(record, event, hydration, handoffs, counts)
@@ -183,7 +190,7 @@ class Hydrator:
             dead = DeadLetter(record, f"unresolved columns: {columns}")
             counts["dead_letters"] = 1
             return Transition(hydration.state, (), handoffs, (dead,), counts)
-        value = self.codec.encode(event, hydration.patch) if hydration.patch else record.value
+        value = self.codec.encode(event, hydration.patch)
         emitted = (_output(record, value, hydration.filled, hydration.unresolved),)
         return Transition(hydration.state, emitted, handoffs, counts=counts)
 
@@ -192,10 +199,6 @@ class Hydrator:
             return Transition(state, counts={"stale_dropped": 1})
         output = _output(record, record.value, extra=((HEADER_STALE, b"true"),))
         return Transition(state, (output,), counts={"stale_forwarded": 1})
-
-    @staticmethod
-    def _dead(state: StateRecord | None, dead: DeadLetter) -> Transition:
-        return Transition(state, dead=(dead,), counts={"dead_letters": 1})
 
     # -- parked records ------------------------------------------------------------------------
 
@@ -231,8 +234,16 @@ class Hydrator:
             counts={"dead_letters": 1, "parked_overflow": 1},
         )
 
-    def _oversize(self, part: str, size: int) -> str:
-        return f"{part} is {size} bytes, over the {self.settings.max_record_bytes}-byte limit"
+    def _oversize(self, record: RawRecord) -> DeadLetter | None:
+        """A dead letter for a key or value over `max_record_bytes` (checked before the codec
+        reads either: a codec may find the key in the value)."""
+        limit = self.settings.max_record_bytes
+        for part, data in (("key", record.key), ("value", record.value)):
+            if data is not None and len(data) > limit:
+                return DeadLetter(
+                    record, f"{part} is {len(data)} bytes, over the {limit}-byte limit"
+                )
+        return None
 
     # -- key changes (rule 5) ------------------------------------------------------------------
 
@@ -249,7 +260,7 @@ class Hydrator:
         except _PASSED_THROUGH:
             raise
         except Exception as exc:
-            return self._dead(state, DeadLetter(_handoff_record(handoff), failure_reason(exc)))
+            return rejected(DeadLetter(_handoff_record(handoff), failure_reason(exc)), state)
 
     def _receive_handoff(
         self, state: StateRecord | None, handoff: Handoff, now_ms: int
@@ -274,7 +285,7 @@ class Hydrator:
         emitted, handoffs, dead = [], [], []
         total: Counter[str] = Counter(counts)
         for record in state.parked:
-            step = self.process(current, record, now_ms)
+            step = self.process(current, record, handoff.new_key, now_ms)
             current = step.state
             emitted += step.emitted
             handoffs += step.handoffs
@@ -307,7 +318,10 @@ class Hydrator:
         if since is not None and now_ms - since >= settings.handoff_timeout_ms:
             if state.is_parked:
                 first = state.parked[0]
-                nothing = Handoff(first.topic, "", state.awaiting or "", None, None, "timeout")
+                key = self.route(first)  # the state's key: engines tick without it
+                if not isinstance(key, str):
+                    raise ValueError(f"a parked record without a key: {key}")
+                nothing = Handoff(first.topic, key, state.awaiting or "", None, None, "timeout")
                 return self._release(state, nothing, now_ms, counts={"handoff_timeouts": 1})
             expired = len(state.handoffs)
             state = _settle(replace(state, handoffs=()), now_ms)

@@ -6,16 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from hydrator import exact
 from hydrator.core.settings import HydrationSettings, OnUnresolved
-from hydrator.formats.base import ChangeEvent, Op, Patch, Position
+from hydrator.events import Absent, ChangeEvent, Image, Op, Patch, Position
+from state.handoff import Handoff
 from state.record import StateRecord
-
-if TYPE_CHECKING:
-    from hydrator.core.records import Handoff
-
-Image = Mapping[str, Any]
 
 
 @dataclass(slots=True)
@@ -94,8 +91,10 @@ def hydrate(
 ) -> Hydration:
     """Fill `event` from `image` (normally the state's live image; a handoff's for a key change)
     and compute the key's next state. Transient key-change fields of `state` are kept."""
-    patch = Patch()
+    patch = Patch(old_image=image)
     unresolved = fill(event.missing_after, image, patch.after)
+    if event.absent is Absent.MISSING and event.op is not Op.DELETE and event.after is not None:
+        fill_absent(event.after, image, patch.after)
     if event.op in (Op.UPDATE, Op.DELETE):
         unresolved += _fill_before(event, image, settings, patch)
     filled = (
@@ -108,12 +107,18 @@ def hydrate(
                 patch.after[column] = None
             else:
                 patch.before[column] = None
-    return Hydration(
-        patch,
-        filled,
-        unresolved_columns,
-        _next_state(state, event, patch, unresolved_columns, now_ms),
-    )
+    next_state = _next_state(state, event, patch, image, unresolved_columns, now_ms)
+    patch.new_image = next_state.image
+    return Hydration(patch, filled, unresolved_columns, next_state)
+
+
+def fill_absent(event_image: Image, image: Image | None, into: dict[str, Any]) -> None:
+    """A patch stream's rule 1: every column of the stored image that the event's image does
+    not name was not shipped: copy it into `into`."""
+    if image is not None:
+        for column, value in image.items():
+            if column not in event_image:
+                into[column] = value
 
 
 def _fill_before(
@@ -125,13 +130,17 @@ def _fill_before(
         if settings.fill_before and image is not None:
             patch.whole_before = image
         return []
-    return fill(event.missing_before, image, patch.before)
+    unresolved = fill(event.missing_before, image, patch.before)
+    if event.absent is Absent.MISSING:
+        fill_absent(before, image, patch.before)
+    return unresolved
 
 
 def _next_state(
     state: StateRecord | None,
     event: ChangeEvent,
     patch: Patch,
+    image: Image | None,
     unresolved: tuple[str, ...],
     now_ms: int,
 ) -> StateRecord:
@@ -139,13 +148,45 @@ def _next_state(
     markers are not stored: the true value is unknown until an event ships it."""
     base = state or StateRecord()
     pos = event.position if event.position is not None else base.pos
+    if event.cell_times is not None:
+        cells, times = merge_cells(base, event.after or {}, event.cell_times)
+        return base.with_row(cells, pos, False, now_ms, times)
     if event.op is Op.DELETE:
         return base.with_row(None, pos, deleted=True, updated_at_ms=now_ms)
     assert event.after is not None
     new_image = {**event.after, **patch.after}
+    if event.absent is Absent.NULL and image is not None:
+        for column in image:
+            if column not in new_image:
+                new_image[column] = None
     for column in unresolved:
         new_image.pop(column, None)
     return base.with_row(new_image, pos, deleted=False, updated_at_ms=now_ms)
+
+
+def merge_cells(
+    state: StateRecord, written: Image, times: Mapping[str, int]
+) -> tuple[dict[str, Any], dict[str, int]]:
+    """Last write wins per cell: each written cell replaces the stored one when its write time
+    is later; on equal times the larger value (canonical JSON) wins, so replicas delivering the
+    same cells in any order agree."""
+    cells = dict(state.image or {})
+    cell_times = dict(state.cell_times or {})
+    for column, time in times.items():
+        value = written[column]
+        stored = cell_times.get(column)
+        if (
+            stored is None
+            or time > stored
+            or (time == stored and _json(value) > _json(cells.get(column)))
+        ):
+            cells[column] = value
+            cell_times[column] = time
+    return cells, cell_times
+
+
+def _json(value: Any) -> bytes:
+    return exact.dumps(value, sort_keys=True)
 
 
 def handoff_image(state: StateRecord | None, event: ChangeEvent) -> Image | None:

@@ -1,11 +1,10 @@
-"""The knobs of the hydration rules; engines and the CLI build one of these."""
+"""The knobs of the hydration rules; engines and the CLI build one of these (a format's own
+options are hydrator.formats.options.FormatOptions)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-
-DEFAULT_PLACEHOLDER = "__debezium_unavailable_value"
 
 
 class OnStale(StrEnum):
@@ -27,7 +26,6 @@ class UnresolvedColumnsError(RuntimeError):
 
 @dataclass(frozen=True, slots=True)
 class HydrationSettings:
-    placeholder: str = DEFAULT_PLACEHOLDER
     fill_before: bool = True
     on_stale: OnStale = OnStale.DROP
     on_unresolved: OnUnresolved = OnUnresolved.KEEP
@@ -39,10 +37,3 @@ class HydrationSettings:
     # they are kept in the key's state.
     max_parked_records: int = 1000
     max_parked_bytes: int = 8 * 1024 * 1024
-
-    @property
-    def placeholder_bytes(self) -> bytes:
-        """`hex:`-prefixed placeholders are raw bytes, as Debezium's option reads them."""
-        if self.placeholder.startswith("hex:"):
-            return bytes.fromhex(self.placeholder[4:])
-        return self.placeholder.encode()

@@ -9,11 +9,11 @@ from typing import Any
 
 import orjson
 
-from hydrator.core.keys import canonical_key
 from hydrator.core.records import HEADER_FILLED, HEADER_SOURCE, HEADER_UNRESOLVED
 from hydrator.demo.publish import Consumed
 from hydrator.demo.truth import payload
 from hydrator.formats.debezium import NEW_KEY_HEADER, OLD_KEY_HEADER
+from hydrator.formats.keys import canonical_key
 
 Echo = Callable[[str], None]
 NAME_WIDTH = 16

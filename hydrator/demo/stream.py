@@ -28,7 +28,7 @@ from typing import Any
 
 import orjson
 
-from hydrator.core.settings import DEFAULT_PLACEHOLDER
+from hydrator.formats.options import DEFAULT_PLACEHOLDER
 from hydrator.formats.placeholders import PlaceholderForms
 
 OLD_KEY_HEADER = "__debezium.oldkey"

@@ -13,9 +13,9 @@ from typing import Any
 
 import orjson
 
-from hydrator.core.keys import canonical_key
 from hydrator.core.records import HEADER_SOURCE
 from hydrator.demo.publish import Consumed
+from hydrator.formats.keys import canonical_key
 
 Truth = Mapping[str, dict[str, Any] | None]
 COMPARED = ("op", "before", "after")

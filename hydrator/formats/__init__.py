@@ -1,29 +1,24 @@
-"""Envelope formats: each decodes a Kafka record into a neutral ChangeEvent and encodes it back."""
+"""Envelope formats: each decodes a Kafka record into a neutral ChangeEvent (hydrator.events)
+and renders the core's Patch back into its envelope. This registry is the one place a format's
+name is looked up."""
 
 from __future__ import annotations
 
-from hydrator.core.settings import HydrationSettings
-from hydrator.formats.base import BadInput, ChangeEvent, Codec, Op, Passthrough, Patch
+from hydrator.events import Codec
 from hydrator.formats.debezium import DebeziumCodec
+from hydrator.formats.options import FormatOptions
 from hydrator.formats.placeholders import PlaceholderForms
 
 FORMAT_NAMES = ("auto", "debezium")
 
 
-def codec_for(name: str, settings: HydrationSettings) -> Codec:
-    """The codec for `--format`; `auto` is Debezium until other formats arrive."""
+def codec_for(name: str, options: FormatOptions | None = None) -> Codec:
+    """The codec for `--format`; `auto` is Debezium until other formats arrive. Raises
+    ValueError naming the format for an unknown one."""
+    options = options or FormatOptions()
     if name in ("auto", "debezium"):
-        return DebeziumCodec(PlaceholderForms(settings.placeholder_bytes))
+        return DebeziumCodec(PlaceholderForms(options.placeholder_bytes))
     raise ValueError(f"unknown format {name!r}; choose one of {', '.join(FORMAT_NAMES)}")
 
 
-__all__ = [
-    "FORMAT_NAMES",
-    "BadInput",
-    "ChangeEvent",
-    "Codec",
-    "Op",
-    "Passthrough",
-    "Patch",
-    "codec_for",
-]
+__all__ = ["FORMAT_NAMES", "FormatOptions", "codec_for"]

@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 import orjson
 
 from hydrator import exact
-from hydrator.core.keys import InvalidKey, canonical, canonical_key, key_document
-from hydrator.core.records import RawRecord
-from hydrator.formats.base import BadInput, ChangeEvent, Op, Passthrough, Patch, Position
+from hydrator.events import (
+    BadInput,
+    ChangeEvent,
+    InvalidKey,
+    Op,
+    Passthrough,
+    Patch,
+    Position,
+    RawRecord,
+)
+from hydrator.formats.keys import CACHED_KEY_BYTES, canonical, canonical_key, key_document
 from hydrator.formats.placeholders import PlaceholderForms
 
 OLD_KEY_HEADER = "__debezium.oldkey"
@@ -24,11 +33,12 @@ FieldSchemas = Mapping[str, Mapping[str, Any]]
 
 
 class _Envelope:
-    """The parsed value kept for encode(): the root document and its payload."""
+    """What encode() needs: the value's bytes, its root document and its payload."""
 
-    __slots__ = ("payload", "root")
+    __slots__ = ("payload", "raw", "root")
 
-    def __init__(self, root: dict[str, Any], payload: dict[str, Any]) -> None:
+    def __init__(self, raw: bytes, root: dict[str, Any], payload: dict[str, Any]) -> None:
+        self.raw = raw
         self.root = root
         self.payload = payload
 
@@ -99,9 +109,15 @@ def _position(source: dict[str, Any]) -> Position | None:
 
 class DebeziumCodec:
     name = "debezium"
+    key_in_record_key = True
 
     def __init__(self, forms: PlaceholderForms) -> None:
         self.forms = forms
+
+    def key(self, record: RawRecord) -> str | None:
+        """The Kafka key, canonical (its `payload` when in a schema envelope); a null key has
+        no state."""
+        return None if record.key is None else canonical_key(record.key)
 
     def accepts(self, document: Any) -> bool:
         if not isinstance(document, dict):
@@ -144,11 +160,13 @@ class DebeziumCodec:
             old_key,
             new_key,
             _route_key(record.key, record.header(NEW_KEY_HEADER)) if new_key else None,
-            _Envelope(root, payload),
+            _Envelope(record.value, root, payload),
         )
 
     def encode(self, event: ChangeEvent, patch: Patch) -> bytes:
         envelope: _Envelope = event.envelope
+        if not patch:
+            return envelope.raw
         payload = envelope.payload
         if patch.after:
             payload["after"].update(patch.after)
@@ -194,9 +212,19 @@ class DebeziumCodec:
 
 def _key_columns(raw_key: bytes | None) -> frozenset[str]:
     if raw_key is None:
-        return frozenset()
+        return _NO_COLUMNS
+    if len(raw_key) > CACHED_KEY_BYTES:
+        return _columns_of(raw_key)
+    return _short_key_columns(bytes(raw_key))
+
+
+def _columns_of(raw_key: bytes) -> frozenset[str]:
     document = key_document(raw_key)
-    return frozenset(document) if isinstance(document, dict) else frozenset()
+    return frozenset(document) if isinstance(document, dict) else _NO_COLUMNS
+
+
+# CDC traffic keeps coming back to the same rows: their key JSON is not parsed every time
+_short_key_columns = lru_cache(maxsize=4096)(_columns_of)
 
 
 def _route_key(old_raw_key: bytes | None, new_key_header: bytes | None) -> bytes | None:

@@ -802,7 +802,7 @@ def hydrate_with_core(hydrator: Hydrator, records: Iterable[Captured], now_ms: i
             continue
         state_key = None if route is None else (raw.topic, route)
         state = None if state_key is None else run.states.get(state_key)
-        apply(hydrator.process(state, raw, now_ms), state_key)
+        apply(hydrator.process(state, raw, route, now_ms), state_key)
     return run
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from hydrator.core.keys import canonical_key
+from hydrator.formats.keys import canonical_key
 from state.record import state_key
 from tests.harness.cdc_events import PLACEHOLDER, ToastTable, after_of, key_bytes
 from tests.harness.hydrator_process import HydratorProcess, run_args, run_to_completion

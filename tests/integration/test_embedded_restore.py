@@ -16,8 +16,8 @@ import orjson
 import pytest
 from confluent_kafka import Producer
 
-from hydrator.core.keys import canonical_key
 from hydrator.engines.embedded.changelog import HEADER
+from hydrator.formats.keys import canonical_key
 from state.codec import encode_state
 from state.record import StateRecord, state_key
 from tests.harness.cdc_events import ToastTable, after_of, key_bytes

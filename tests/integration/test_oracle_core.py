@@ -16,12 +16,12 @@ from dataclasses import dataclass
 
 import pytest
 
-from hydrator.core import Hydrator
 from hydrator.core.records import HEADER_SOURCE, HEADER_UNRESOLVED
 from tests.harness import oracle
 from tests.harness.kafka import Broker
 from tests.harness.oracle import Captured, TwinCapture
 from tests.harness.postgres import PgDatabase
+from tests.support.core import debezium_hydrator
 
 pytestmark = pytest.mark.integration
 
@@ -103,7 +103,7 @@ def test_the_oracle_has_teeth(captured: Captures) -> None:
 @pytest.mark.parametrize("order", list(ORDERS))
 def test_hydrated_default_identity_matches_full_twin(captured: Captures, order: str) -> None:
     cap = captured.capture
-    run = oracle.hydrate_with_core(Hydrator(), ORDERS[order](cap.default))
+    run = oracle.hydrate_with_core(debezium_hydrator(), ORDERS[order](cap.default))
 
     assert run.dead == []
     assert len(run.emitted) == len(cap.default)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from hydrator.core.keys import canonical_key
 from hydrator.core.records import HEADER_SOURCE
+from hydrator.formats.keys import canonical_key
 from tests.harness import oracle
 from tests.harness.cdc_events import ToastTable, after_of
 from tests.harness.hydrator_process import HydratorProcess, run_to_completion

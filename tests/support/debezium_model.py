@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from hydrator.core.records import RawRecord
+from hydrator.events import RawRecord
 from hydrator.formats.placeholders import PlaceholderForms
 
 # column -> (Kafka Connect field schema, toastable)

@@ -10,6 +10,7 @@ from hydrator.core import DeadLetter, Handoff, HydrationSettings, Hydrator, RawR
 from hydrator.core.records import HEADER_ERROR, HEADER_SOURCE
 from state.codec import decode_state, encode_state
 from state.record import StateRecord
+from tests.support.core import debezium_hydrator, engine_step
 
 KEY = b'{"id":1}'
 GOOD_AFTER = {"id": 1, "v": "x"}
@@ -199,10 +200,10 @@ BAD_RECORDS: list[tuple[str, bytes | None, bytes | None, tuple, str]] = [
 def test_bad_record_becomes_a_dead_letter(
     key: bytes, value: bytes, headers: tuple, reason: str
 ) -> None:
-    hydrator = Hydrator(HydrationSettings(max_record_bytes=1024))
+    hydrator = debezium_hydrator(HydrationSettings(max_record_bytes=1024))
     record = RawRecord("raw", 3, 42, key, value, headers)
     routed = hydrator.route(record)
-    transition = hydrator.process(None, record, 0)
+    transition = engine_step(hydrator, None, record, 0)
     assert not transition.emitted
     assert len(transition.dead) == 1, transition
     dead = transition.dead[0]
@@ -224,9 +225,9 @@ def test_there_are_this_many_kinds() -> None:
 
 
 def test_bad_record_leaves_state_untouched() -> None:
-    hydrator = Hydrator()
-    good = hydrator.process(None, RawRecord("raw", 0, 0, KEY, event()), 0).state
-    after_bad = hydrator.process(good, RawRecord("raw", 0, 1, KEY, b"garbage"), 5)
+    hydrator = debezium_hydrator()
+    good = engine_step(hydrator, None, RawRecord("raw", 0, 0, KEY, event()), 0).state
+    after_bad = engine_step(hydrator, good, RawRecord("raw", 0, 1, KEY, b"garbage"), 5)
     assert after_bad.state == good
 
 
@@ -234,10 +235,21 @@ def test_bad_record_leaves_state_untouched() -> None:
 
 
 class _Exploding:
+    """A codec whose key or decode fails in a way nobody foresaw."""
+
     name = "exploding"
+    key_in_record_key = False
+
+    def __init__(self, in_key: bool = False) -> None:
+        self.in_key = in_key
 
     def accepts(self, document: object) -> bool:
         return True
+
+    def key(self, record: RawRecord) -> str:
+        if self.in_key:
+            raise IndexError("a key nobody foresaw")
+        return '{"id":1}'
 
     def decode(self, record: RawRecord) -> object:
         raise KeyError("a shape nobody foresaw")
@@ -247,17 +259,25 @@ class _Exploding:
 
 
 def test_any_exception_from_a_record_is_a_dead_letter_naming_it() -> None:
-    hydrator = Hydrator()
-    hydrator.codec = _Exploding()  # type: ignore[assignment]
-    good = Hydrator().process(None, RawRecord("raw", 0, 0, KEY, event()), 0).state
-    out = hydrator.process(good, RawRecord("raw", 0, 1, KEY, event()), 5)
+    hydrator = Hydrator(_Exploding())  # type: ignore[arg-type]
+    good = engine_step(debezium_hydrator(), None, RawRecord("raw", 0, 0, KEY, event()), 0).state
+    out = engine_step(hydrator, good, RawRecord("raw", 0, 1, KEY, event()), 5)
     assert out.state is good and not out.emitted
     assert [d.reason for d in out.dead] == ["KeyError: 'a shape nobody foresaw'"]
 
 
+def test_any_exception_from_a_key_is_a_dead_letter_naming_it() -> None:
+    hydrator = Hydrator(_Exploding(in_key=True))  # type: ignore[arg-type]
+    routed = hydrator.route(RawRecord("raw", 0, 1, None, event()))
+    assert isinstance(routed, DeadLetter)
+    assert routed.reason == "IndexError: a key nobody foresaw"
+
+
 def test_an_unreadable_handoff_is_a_dead_letter() -> None:
-    hydrator = Hydrator()
-    good = hydrator.process(None, RawRecord("raw", 0, 0, KEY, event(source={"lsn": 5})), 0).state
+    hydrator = debezium_hydrator()
+    good = engine_step(
+        hydrator, None, RawRecord("raw", 0, 0, KEY, event(source={"lsn": 5})), 0
+    ).state
     # a position no rule can compare with the key's
     hostile = Handoff("raw", '{"id":1}', '{"id":0}', None, ("a",), "raw:1:7")
     out = hydrator.receive_handoff(good, hostile, 5)
@@ -267,7 +287,7 @@ def test_an_unreadable_handoff_is_a_dead_letter() -> None:
 
 
 def test_a_tick_that_fails_dead_letters_what_was_parked() -> None:
-    hydrator = Hydrator(HydrationSettings(handoff_timeout_ms=10))
+    hydrator = debezium_hydrator(HydrationSettings(handoff_timeout_ms=10))
     parked = RawRecord("raw", 0, 3, KEY, event())
     # a waiting time no rule can compare: a state written by something else
     state = StateRecord(parked=(parked,), awaiting="k", waiting_since_ms="x")  # type: ignore[arg-type]
@@ -280,13 +300,13 @@ def test_a_tick_that_fails_dead_letters_what_was_parked() -> None:
 
 
 def test_integers_wider_than_64_bits_survive_in_values() -> None:
-    hydrator = Hydrator()
+    hydrator = debezium_hydrator()
     first = event(after={"id": 1, "v": "x", "big": 0}).replace(b'"big":0', b'"big":%d' % WIDE)
-    state = hydrator.process(None, RawRecord("raw", 0, 0, KEY, first), 0).state
+    state = engine_step(hydrator, None, RawRecord("raw", 0, 0, KEY, first), 0).state
     assert state.image["big"] == WIDE
     update = event(op="u", after={"id": 1, "v": "__debezium_unavailable_value", "big": 0})
     update = update.replace(b'"big":0', b'"big":-%d' % WIDE)
-    out = hydrator.process(state, RawRecord("raw", 0, 1, KEY, update), 1)
+    out = engine_step(hydrator, state, RawRecord("raw", 0, 1, KEY, update), 1)
     (emitted,) = out.emitted
     assert b'"big":-%d' % WIDE in emitted.value  # rewritten (filled), still exact
     assert b'"before":{"id":1,"v":"x","big":%d}' % WIDE in emitted.value
@@ -294,7 +314,7 @@ def test_integers_wider_than_64_bits_survive_in_values() -> None:
 
 
 def test_keys_with_wide_integers_keep_distinct_states() -> None:
-    hydrator = Hydrator()
+    hydrator = debezium_hydrator()
     one, two = (b'{"id":%d}' % (WIDE + n) for n in (1, 2))
     assert hydrator.route(RawRecord("raw", 0, 0, one, None)) != hydrator.route(
         RawRecord("raw", 0, 0, two, None)
@@ -307,10 +327,10 @@ def test_keys_with_wide_integers_keep_distinct_states() -> None:
 
 def _parked_key(settings: HydrationSettings) -> tuple[Hydrator, StateRecord]:
     """A CREATE from a key change (its old image not here yet) parks the new key."""
-    hydrator = Hydrator(settings)
+    hydrator = debezium_hydrator(settings)
     create = event(after={"id": 1, "v": "__debezium_unavailable_value"}, source={"lsn": 10})
     headers = (("__debezium.oldkey", b'{"id":0}'),)
-    out = hydrator.process(None, RawRecord("raw", 0, 0, KEY, create, headers), 0)
+    out = engine_step(hydrator, None, RawRecord("raw", 0, 0, KEY, create, headers), 0)
     assert out.state.is_parked
     return hydrator, out.state
 
@@ -320,7 +340,7 @@ def test_parked_records_are_capped_by_count() -> None:
     results = []
     for offset in range(1, 5):
         update = event(op="u", source={"lsn": 10 + offset})
-        out = hydrator.process(state, RawRecord("raw", 0, offset, KEY, update), 0)
+        out = engine_step(hydrator, state, RawRecord("raw", 0, offset, KEY, update), 0)
         state = out.state
         results.append(out)
     assert len(state.parked) == 3
@@ -332,14 +352,14 @@ def test_parked_records_are_capped_by_count() -> None:
 def test_parked_records_are_capped_by_bytes_and_record_size() -> None:
     hydrator, state = _parked_key(HydrationSettings(max_parked_bytes=600, max_record_bytes=500))
     small = event(op="u", source={"lsn": 11})
-    out = hydrator.process(state, RawRecord("raw", 0, 1, KEY, small), 0)
+    out = engine_step(hydrator, state, RawRecord("raw", 0, 1, KEY, small), 0)
     assert not out.dead and len(out.state.parked) == 2
     medium = event(op="u", after={"id": 1, "v": "m" * 400}, source={"lsn": 12})
-    out = hydrator.process(out.state, RawRecord("raw", 0, 2, KEY, medium), 0)
+    out = engine_step(hydrator, out.state, RawRecord("raw", 0, 2, KEY, medium), 0)
     assert "over the 600-byte limit" in out.dead[0].reason
     # the record size limit holds for parked records too
     large = event(op="u", after={"id": 1, "v": "l" * 600}, source={"lsn": 13})
-    out = hydrator.process(out.state, RawRecord("raw", 0, 3, KEY, large), 0)
+    out = engine_step(hydrator, out.state, RawRecord("raw", 0, 3, KEY, large), 0)
     assert "over the 500-byte limit" in out.dead[0].reason and len(out.state.parked) == 2
 
 
@@ -360,10 +380,10 @@ def test_handoff_bytes_of_the_wrong_shape_do_not_decode(body: object) -> None:
 
 
 def test_a_reason_quoting_the_record_is_short_and_always_writable() -> None:
-    hydrator = Hydrator()
+    hydrator = debezium_hydrator()
     hydrator.codec = _Exploding()  # type: ignore[assignment]
     hydrator.codec.decode = lambda record: {}["\ud800" * 5000]  # type: ignore[method-assign]
-    (dead,) = hydrator.process(None, RawRecord("raw", 0, 1, KEY, event()), 5).dead
+    (dead,) = engine_step(hydrator, None, RawRecord("raw", 0, 1, KEY, event()), 5).dead
     assert len(dead.reason) == 1000 and dead.reason.startswith("KeyError: ")
     assert dict(dead.to_output().headers)[HEADER_ERROR].startswith(b"KeyError: '\\ud800")
 

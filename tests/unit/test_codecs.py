@@ -11,11 +11,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hydrator.core import Handoff, Hydrator, RawRecord
-from hydrator.core.keys import canonical_key
+from hydrator.core import Handoff, RawRecord
+from hydrator.formats.keys import canonical_key
 from hydrator.formats.placeholders import PlaceholderForms
 from state.codec import FORMAT_V1, FORMAT_V2, StateFormatError, decode_state, encode_state
 from state.record import StateRecord
+from tests.support.core import debezium_hydrator, engine_step
 from tests.support.debezium_model import envelope_schema
 
 P = "__debezium_unavailable_value"
@@ -63,7 +64,7 @@ def test_schema_makes_detection_exact() -> None:
 
 
 def test_filled_event_keeps_the_envelope_and_field_order() -> None:
-    hydrator = Hydrator()
+    hydrator = debezium_hydrator()
     schema = envelope_schema()
     key = orjson.dumps({"schema": {"type": "struct"}, "payload": {"id": 1}})
     source = {"version": "3.6", "lsn": 5, "sequence": '[null,"5"]', "extra": [1, 2.5]}
@@ -89,7 +90,7 @@ def test_filled_event_keeps_the_envelope_and_field_order() -> None:
             "transaction": None,
         },
     }
-    state = hydrator.process(None, RawRecord("t", 0, 0, key, orjson.dumps(create)), 0).state
+    state = engine_step(hydrator, None, RawRecord("t", 0, 0, key, orjson.dumps(create)), 0).state
     update = {
         "schema": schema,
         "payload": {
@@ -101,7 +102,7 @@ def test_filled_event_keeps_the_envelope_and_field_order() -> None:
             "transaction": None,
         },
     }
-    out = hydrator.process(state, RawRecord("t", 0, 1, key, orjson.dumps(update)), 0)
+    out = engine_step(hydrator, state, RawRecord("t", 0, 1, key, orjson.dumps(update)), 0)
     result = orjson.loads(out.emitted[0].value)
     expected = {**update, "payload": {**update["payload"], "after": full, "before": full}}
     assert result == expected
@@ -197,6 +198,37 @@ def test_state_written_by_the_previous_release_is_read() -> None:
     assert state.handoffs[0].pos == (5,) and state.parked[0].headers == (("h", b"x"),)
 
 
+# Written by the release before per-cell write times (commit 16e3db5), with wide integers,
+# a pending handoff and a parked record; and a plain tombstone.
+BEFORE_CELL_TIMES = (
+    "029883a2696401a3626967a57878787878a16ec7160131313830353931363230373137343131333033343234920709"
+    "c2cd04d291c4359801a3726177a87b226964223a327da87b226964223a317d82a2696401a176a1619105a77261773a"
+    "303a33c4087b226964223a327d9197a37261770004c4087b226964223a327dc4027b7d9192a168c4017663a87b2269"
+    "64223a317d32"
+)
+TOMBSTONE_BEFORE_CELL_TIMES = "0198c09103c34d9090c0c0"
+
+
+def test_state_written_before_cell_times_is_read_and_written_the_same() -> None:
+    data = bytes.fromhex(BEFORE_CELL_TIMES)
+    state = decode_state(data)
+    assert state.image == {"id": 1, "big": "xxxxx", "n": 2**70} and state.pos == (7, 9)
+    assert state.updated_at_ms == 1234 and state.cell_times is None
+    (handoff,) = state.handoffs
+    assert handoff.old_key == '{"id":1}' and handoff.image == {"id": 1, "v": "a"}
+    assert state.parked[0].headers == (("h", b"v"),) and state.awaiting == '{"id":1}'
+    assert encode_state(state) == data  # state without cell times keeps its bytes
+    tombstone = bytes.fromhex(TOMBSTONE_BEFORE_CELL_TIMES)
+    assert decode_state(tombstone) == StateRecord(pos=(3,), deleted=True, updated_at_ms=77)
+    assert encode_state(decode_state(tombstone)) == tombstone
+
+
+@given(state_records, st.dictionaries(st.text(), st.integers(-(2**63), 2**63 - 1), max_size=4))
+def test_cell_times_round_trip(record: StateRecord, times: dict[str, int]) -> None:
+    record = replace(record, cell_times=times)
+    assert decode_state(encode_state(record)) == record
+
+
 @pytest.mark.parametrize(
     "data",
     [
@@ -209,6 +241,8 @@ def test_state_written_by_the_previous_release_is_read() -> None:
         b"\x02" + msgpack.packb([msgpack.ExtType(9, b"x")] + [None] * 7),
         b"\x02" + msgpack.packb([msgpack.ExtType(1, b"x1")] + [None] * 7),
         b"\x01" + msgpack.packb([None, 5, False, 0, [], [], None, None]),
+        b"\x01" + msgpack.packb([None, None, False, 0, [], [], None, None, {}, 1]),
+        b"\x01" + msgpack.packb({"image": None}),
     ],
 )
 def test_unreadable_state_bytes_raise_a_clear_error(data: bytes) -> None:

@@ -9,14 +9,15 @@ from pathlib import Path
 import pytest
 from confluent_kafka import TopicPartition
 
-from hydrator.core import HydrationSettings, Hydrator
-from hydrator.core.records import RawRecord
+from hydrator.core import HydrationSettings
 from hydrator.engines.embedded import clock
 from hydrator.engines.embedded.clock import CLOCK_KEY, CatchUp, ProcessingClock
 from hydrator.engines.embedded.task import CLOCK_CHECKPOINT_MS, Task
 from hydrator.engines.embedded.topology import Topology
+from hydrator.events import RawRecord
 from state.stores.rocksdb import RocksDBStore
 from tests.harness.cdc_events import ToastTable
+from tests.support.core import debezium_hydrator
 from tests.unit.test_embedded_task import RecordingSink
 
 
@@ -78,7 +79,9 @@ def test_catch_up_waits_for_every_partition_below_its_end() -> None:
 def _task(path: Path, settings: HydrationSettings) -> tuple[Task, RecordingSink]:
     sink = RecordingSink()
     store = RocksDBStore(path)
-    task = Task(2, Hydrator(settings), store, Topology("app", {"t": "t.out"}, 4), sink, Counter())
+    task = Task(
+        2, debezium_hydrator(settings), store, Topology("app", {"t": "t.out"}, 4), sink, Counter()
+    )
     return task, sink
 
 

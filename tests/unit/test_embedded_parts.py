@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from hydrator.core.records import Handoff
 from hydrator.engines.embedded.state_dir import StateDirectory, StateDirLocked
 from hydrator.engines.embedded.timers import DeadlineIndex
 from hydrator.engines.embedded.topics import TopologyError, output_topics
@@ -14,6 +13,7 @@ from hydrator.engines.embedded.topology import Topology
 from hydrator.kafka.client_config import ClientConfigError, ClientSettings, parse_properties
 from hydrator.kafka.partitioner import murmur2, partition_for_key
 from state.codec import encode_state
+from state.handoff import Handoff
 from state.record import StateRecord, state_key
 from state.stores.rocksdb import RocksDBStore
 

@@ -7,14 +7,17 @@ from pathlib import Path
 
 import orjson
 
-from hydrator.core import HydrationSettings, Hydrator
-from hydrator.core.records import Handoff, OutputRecord, RawRecord
+from hydrator.core import HydrationSettings
+from hydrator.core.records import OutputRecord
 from hydrator.engines.embedded.task import Task
 from hydrator.engines.embedded.topology import Topology
+from hydrator.events import RawRecord
 from hydrator.kafka.partitioner import partition_for_key
 from state.codec import encode_state
+from state.handoff import Handoff
 from state.stores.rocksdb import RocksDBStore
 from tests.harness.cdc_events import ToastTable, key_bytes
+from tests.support.core import debezium_hydrator
 
 PARTITIONS = 4
 
@@ -41,7 +44,7 @@ def _task(
     sink = RecordingSink()
     topology = Topology("app", {"t": "t.out"}, PARTITIONS)
     store = RocksDBStore(tmp_path / f"store-{partition}")
-    task = Task(partition, Hydrator(settings), store, topology, sink, Counter())
+    task = Task(partition, debezium_hydrator(settings), store, topology, sink, Counter())
     return task, sink
 
 

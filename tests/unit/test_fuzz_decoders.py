@@ -21,6 +21,7 @@ from hydrator.core import DeadLetter, Handoff, HydrationSettings, Hydrator, RawR
 from hydrator.core.records import HEADER_SOURCE
 from state.codec import decode_state, encode_state
 from state.record import StateRecord
+from tests.support.core import debezium_hydrator, engine_step
 from tests.support.hostile_events import (
     FUZZ,
     TOPIC,
@@ -42,10 +43,10 @@ COUNTED_ENDS = ("parked", "redelivered_parked", "stale_dropped", "unresolved_dro
 
 def states_for(hydrator: Hydrator, key: int) -> list[StateRecord | None]:
     """No state; a row known from an earlier event; a key parked behind a key change."""
-    known = hydrator.process(None, good_record(key, "c", 500), 0).state
+    known = engine_step(hydrator, None, good_record(key, "c", 500), 0).state
     oldkey = (("__debezium.oldkey", serialize(key_document(key + 100, False), True)),)
-    parked = hydrator.process(None, good_record(key, "u", 501, oldkey), 0).state
-    create = hydrator.process(None, good_record(key, "c", 502, oldkey), 0).state
+    parked = engine_step(hydrator, None, good_record(key, "u", 501, oldkey), 0).state
+    create = engine_step(hydrator, None, good_record(key, "c", 502, oldkey), 0).state
     return [None, known, parked, create]
 
 
@@ -98,15 +99,15 @@ def assert_exact_rewrite(original: bytes | None, rewritten: bytes) -> None:
 @given(hostile_records())
 def test_no_hostile_record_escapes_the_core(case: tuple[RawRecord, int]) -> None:
     record, key = case
-    hydrator = Hydrator(SETTINGS)
+    hydrator = debezium_hydrator(SETTINGS)
     routed = hydrator.route(record)
     assert routed is None or isinstance(routed, DeadLetter) or routed.encode()
     for state in states_for(hydrator, key):
-        step = hydrator.process(state, record, 1)
+        step = engine_step(hydrator, state, record, 1)
         check(hydrator, record, step)
         if state is not None and state.is_parked and step.state is not None:
             # the awaited old image arrives: every parked record is replayed
-            old = hydrator.process(None, good_record(key + 100, "c", 400), 0).state
+            old = engine_step(hydrator, None, good_record(key + 100, "c", 400), 0).state
             assert old is not None and state.awaiting == f'{{"id":{key + 100}}}'
             new_key = hydrator.route(good_record(key, "c", 1))
             assert isinstance(new_key, str)

@@ -12,9 +12,11 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hydrator.core import Handoff, HydrationSettings, Hydrator
+from hydrator.core import Handoff, Hydrator
 from hydrator.core.records import HEADER_UNRESOLVED
+from hydrator.formats import FormatOptions
 from hydrator.formats.placeholders import PlaceholderForms
+from tests.support.core import debezium_hydrator, engine_step
 from tests.support.debezium_model import COLUMNS, DebeziumModel, b64, payload_of
 
 words = st.text(alphabet=string.ascii_letters + string.digits + " éü€", max_size=30)
@@ -109,7 +111,7 @@ def hydrate_log(
         deliver(index)
         key = hydrator.route(rendered.default)
         assert isinstance(key, str)
-        step = hydrator.process(states.get(key), rendered.default, 0)
+        step = engine_step(hydrator, states.get(key), rendered.default, 0)
         states[key] = step.state
         collect(step)
     index = len(model.log) + 10
@@ -131,10 +133,10 @@ def expected_by_key(model: DebeziumModel) -> dict[int, list[dict[str, Any]]]:
 def test_hydrated_history_equals_full_identity_history(
     data: st.DataObject, with_schema: bool, placeholder: str
 ) -> None:
-    hydration_settings = HydrationSettings(placeholder=placeholder)
-    model = DebeziumModel(PlaceholderForms(hydration_settings.placeholder_bytes), with_schema)
+    options = FormatOptions(placeholder=placeholder)
+    model = DebeziumModel(PlaceholderForms(options.placeholder_bytes), with_schema)
     build_history(data, model)
-    outputs = hydrate_log(data, model, Hydrator(hydration_settings))
+    outputs = hydrate_log(data, model, debezium_hydrator(options=options))
     expected = expected_by_key(model)
     assert outputs.keys() == expected.keys()
     for key, events in expected.items():

@@ -6,14 +6,15 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from hydrator.core import Hydrator
-from hydrator.core.records import HEADER_ERROR, RawRecord
+from hydrator.core.records import HEADER_ERROR
 from hydrator.engines.embedded.task import CHANGELOG_HEADER_BYTES, Task
 from hydrator.engines.embedded.topology import Topology
+from hydrator.events import RawRecord
 from hydrator.kafka.record_limits import TopicLimits
 from state.record import state_key
 from state.stores.rocksdb import RocksDBStore
 from tests.harness.cdc_events import ToastTable, key_bytes
+from tests.support.core import debezium_hydrator
 from tests.unit.test_embedded_task import RecordingSink
 
 LIMIT = 20_000 + CHANGELOG_HEADER_BYTES
@@ -23,7 +24,7 @@ TOPOLOGY = Topology("app", {"t": "t.out"}, 1, TopicLimits(10**6, 10**6, LIMIT, 1
 def _task(tmp_path: Path) -> tuple[Task, RecordingSink, Counter[str]]:
     sink, counts = RecordingSink(), Counter[str]()
     store = RocksDBStore(tmp_path / "store")
-    return Task(0, Hydrator(), store, TOPOLOGY, sink, counts), sink, counts
+    return Task(0, debezium_hydrator(), store, TOPOLOGY, sink, counts), sink, counts
 
 
 def test_a_state_over_the_changelog_limit_is_dropped_with_a_dead_letter(tmp_path: Path) -> None:

@@ -16,7 +16,9 @@ from hydrator.core import (
     UnresolvedColumnsError,
 )
 from hydrator.core.records import HEADER_FILLED, HEADER_SOURCE, HEADER_UNRESOLVED
+from hydrator.formats import FormatOptions
 from state.record import StateRecord
+from tests.support.core import debezium_hydrator, engine_step
 
 P = "__debezium_unavailable_value"
 BIG = "x" * 3000
@@ -44,7 +46,7 @@ def after_of(transition: Any) -> dict[str, Any]:
 def run(hydrator: Hydrator, *records: RawRecord, state: StateRecord | None = None) -> Any:
     transition = None
     for item in records:
-        transition = hydrator.process(state, item, 0)
+        transition = engine_step(hydrator, state, item, 0)
         state = transition.state
     return transition
 
@@ -54,7 +56,7 @@ def inserted(hydrator: Hydrator) -> StateRecord:
 
 
 def test_fill_copies_state_value_and_names_the_column() -> None:
-    hydrator = Hydrator()
+    hydrator = debezium_hydrator()
     out = run(hydrator, record("u", {"id": 1, "big": P, "n": 2}, lsn=20), state=inserted(hydrator))
     assert after_of(out) == {"id": 1, "big": BIG, "n": 2}
     headers = dict(out.emitted[0].headers)
@@ -65,14 +67,14 @@ def test_fill_copies_state_value_and_names_the_column() -> None:
 
 
 def test_nothing_to_fill_passes_the_original_bytes() -> None:
-    hydrator = Hydrator(HydrationSettings(fill_before=False))
+    hydrator = debezium_hydrator(HydrationSettings(fill_before=False))
     original = record("u", {"id": 1, "big": "new", "n": 2}, lsn=20)
     out = run(hydrator, original, state=inserted(hydrator))
     assert out.emitted[0].value is original.value
 
 
 def test_dropped_column_is_not_resurrected_and_new_column_is_tracked() -> None:
-    hydrator = Hydrator()
+    hydrator = debezium_hydrator()
     state = run(
         hydrator, record("u", {"id": 1, "n": 2, "extra": "e"}, lsn=20), state=inserted(hydrator)
     ).state
@@ -80,13 +82,13 @@ def test_dropped_column_is_not_resurrected_and_new_column_is_tracked() -> None:
 
 
 def test_before_null_becomes_the_old_image() -> None:
-    hydrator = Hydrator()
+    hydrator = debezium_hydrator()
     out = run(hydrator, record("u", {"id": 1, "big": P, "n": 2}, lsn=20), state=inserted(hydrator))
     assert orjson.loads(out.emitted[0].value)["before"] == {"id": 1, "big": BIG, "n": 1}
 
 
 def test_key_only_delete_before_becomes_the_old_image() -> None:
-    hydrator = Hydrator()
+    hydrator = debezium_hydrator()
     out = run(
         hydrator,
         record("d", None, before={"id": 1, "big": None, "n": None}, lsn=20),
@@ -97,13 +99,13 @@ def test_key_only_delete_before_becomes_the_old_image() -> None:
 
 
 def test_no_fill_before_keeps_a_null_before() -> None:
-    hydrator = Hydrator(HydrationSettings(fill_before=False))
+    hydrator = debezium_hydrator(HydrationSettings(fill_before=False))
     out = run(hydrator, record("u", {"id": 1, "big": P, "n": 2}, lsn=20), state=inserted(hydrator))
     assert orjson.loads(out.emitted[0].value)["before"] is None
 
 
 def test_missing_columns_in_a_partial_before_are_filled() -> None:
-    hydrator = Hydrator()
+    hydrator = debezium_hydrator()
     out = run(
         hydrator,
         record("u", {"id": 1, "big": P, "n": 2}, before={"id": 1, "big": P, "n": 1}, lsn=20),
@@ -113,10 +115,10 @@ def test_missing_columns_in_a_partial_before_are_filled() -> None:
 
 
 def test_kafka_tombstone_passes_through() -> None:
-    hydrator = Hydrator()
+    hydrator = debezium_hydrator()
     state = inserted(hydrator)
     tombstone = RawRecord("raw", 2, 9, b'{"id":1}', None, (("h", b"v"),))
-    out = hydrator.process(state, tombstone, 0)
+    out = engine_step(hydrator, state, tombstone, 0)
     assert out.state is state
     assert out.emitted[0].value is None
     assert out.emitted[0].headers == (("h", b"v"), (HEADER_SOURCE, b"raw:2:9"))
@@ -124,34 +126,34 @@ def test_kafka_tombstone_passes_through() -> None:
 
 def test_truncate_passes_through() -> None:
     value = orjson.dumps({"op": "t", "before": None, "after": None, "source": {}})
-    out = Hydrator().process(None, RawRecord("raw", 0, 0, None, value), 0)
+    out = engine_step(debezium_hydrator(), None, RawRecord("raw", 0, 0, None, value), 0)
     assert out.emitted[0].value == value and out.counts == {"passthrough": 1}
 
 
 @pytest.mark.parametrize("lsn", [10, 5])
 def test_stale_event_is_dropped_and_counted(lsn: int) -> None:
-    hydrator = Hydrator()
+    hydrator = debezium_hydrator()
     state = inserted(hydrator)
-    out = hydrator.process(state, record("u", {"id": 1, "big": "old", "n": 0}, lsn=lsn), 0)
+    out = engine_step(hydrator, state, record("u", {"id": 1, "big": "old", "n": 0}, lsn=lsn), 0)
     assert out.emitted == () and out.state is state and out.counts == {"stale_dropped": 1}
 
 
 def test_stale_event_can_be_forwarded_unchanged() -> None:
-    hydrator = Hydrator(HydrationSettings(on_stale=OnStale.FORWARD))
+    hydrator = debezium_hydrator(HydrationSettings(on_stale=OnStale.FORWARD))
     stale = record("u", {"id": 1, "big": P, "n": 0}, lsn=5)
-    out = hydrator.process(inserted(hydrator), stale, 0)
+    out = engine_step(hydrator, inserted(hydrator), stale, 0)
     assert out.emitted[0].value is stale.value
     assert dict(out.emitted[0].headers)["hydrator.stale"] == b"true"
 
 
 def test_late_event_cannot_resurrect_a_deleted_row() -> None:
-    hydrator = Hydrator()
+    hydrator = debezium_hydrator()
     deleted = run(
         hydrator,
         record("d", None, before={"id": 1, "big": None, "n": None}, lsn=20),
         state=inserted(hydrator),
     ).state
-    out = hydrator.process(deleted, record("u", {"id": 1, "big": "x", "n": 3}, lsn=15), 0)
+    out = engine_step(hydrator, deleted, record("u", {"id": 1, "big": "x", "n": 3}, lsn=15), 0)
     assert out.state is deleted and out.counts == {"stale_dropped": 1}
 
 
@@ -159,7 +161,7 @@ UNRESOLVED = record("u", {"id": 1, "big": P, "n": 2}, lsn=20)
 
 
 def test_unresolved_keep_leaves_the_marker_and_lists_the_column() -> None:
-    out = Hydrator().process(None, UNRESOLVED, 0)
+    out = engine_step(debezium_hydrator(), None, UNRESOLVED, 0)
     assert after_of(out)["big"] == P
     assert dict(out.emitted[0].headers)[HEADER_UNRESOLVED] == b"big"
     assert out.counts["unresolved_columns"] == 1
@@ -167,40 +169,51 @@ def test_unresolved_keep_leaves_the_marker_and_lists_the_column() -> None:
 
 
 def test_unresolved_null() -> None:
-    out = Hydrator(HydrationSettings(on_unresolved=OnUnresolved.NULL)).process(None, UNRESOLVED, 0)
+    out = engine_step(
+        debezium_hydrator(HydrationSettings(on_unresolved=OnUnresolved.NULL)), None, UNRESOLVED, 0
+    )
     assert after_of(out)["big"] is None
     assert dict(out.emitted[0].headers)[HEADER_UNRESOLVED] == b"big"
 
 
 def test_unresolved_drop() -> None:
-    out = Hydrator(HydrationSettings(on_unresolved=OnUnresolved.DROP)).process(None, UNRESOLVED, 0)
+    out = engine_step(
+        debezium_hydrator(HydrationSettings(on_unresolved=OnUnresolved.DROP)), None, UNRESOLVED, 0
+    )
     assert out.emitted == () and out.counts["unresolved_dropped"] == 1
     assert out.state.image == {"id": 1, "n": 2}
 
 
 def test_unresolved_dlq() -> None:
-    out = Hydrator(HydrationSettings(on_unresolved=OnUnresolved.DLQ)).process(None, UNRESOLVED, 0)
+    out = engine_step(
+        debezium_hydrator(HydrationSettings(on_unresolved=OnUnresolved.DLQ)), None, UNRESOLVED, 0
+    )
     assert out.emitted == ()
     assert out.dead[0].reason == "unresolved columns: big"
 
 
 def test_unresolved_fail() -> None:
     with pytest.raises(UnresolvedColumnsError, match="raw:2:0: unresolved columns big"):
-        Hydrator(HydrationSettings(on_unresolved=OnUnresolved.FAIL)).process(None, UNRESOLVED, 0)
+        engine_step(
+            debezium_hydrator(HydrationSettings(on_unresolved=OnUnresolved.FAIL)),
+            None,
+            UNRESOLVED,
+            0,
+        )
 
 
 def test_custom_hex_placeholder() -> None:
-    hydrator = Hydrator(HydrationSettings(placeholder="hex:" + b"??".hex()))
+    hydrator = debezium_hydrator(options=FormatOptions(placeholder="hex:" + b"??".hex()))
     state = inserted(hydrator)
-    out = hydrator.process(state, record("u", {"id": 1, "big": "??", "n": 2}, lsn=20), 0)
+    out = engine_step(hydrator, state, record("u", {"id": 1, "big": "??", "n": 2}, lsn=20), 0)
     assert after_of(out)["big"] == BIG
 
 
 def test_keyless_record_is_hydrated_statelessly() -> None:
-    hydrator = Hydrator()
+    hydrator = debezium_hydrator()
     keyless = RawRecord("raw", 0, 0, None, orjson.dumps({"op": "c", "after": {"a": P}}))
     assert hydrator.route(keyless) is None
-    out = hydrator.process(None, keyless, 0)
+    out = engine_step(hydrator, None, keyless, 0)
     assert dict(out.emitted[0].headers)[HEADER_UNRESOLVED] == b"a"
 
 
@@ -213,11 +226,11 @@ OLDKEY = (("__debezium.oldkey", b'{"id":1}'),)
 def key_change(hydrator: Hydrator) -> tuple[Any, RawRecord]:
     delete = record("d", None, before={"id": 1, "big": None, "n": None}, lsn=30, headers=NEWKEY)
     create = record("c", {"id": 2, "big": P, "n": 1}, key=2, lsn=30, offset=1, headers=OLDKEY)
-    return hydrator.process(inserted(hydrator), delete, 0), create
+    return engine_step(hydrator, inserted(hydrator), delete, 0), create
 
 
 def test_delete_with_newkey_emits_a_handoff_with_the_old_image() -> None:
-    deleted, _ = key_change(Hydrator())
+    deleted, _ = key_change(debezium_hydrator())
     (handoff,) = deleted.handoffs
     assert (handoff.old_key, handoff.new_key) == ('{"id":1}', '{"id":2}')
     assert handoff.image == {"id": 1, "big": BIG, "n": 1}
@@ -227,17 +240,17 @@ def test_delete_with_newkey_emits_a_handoff_with_the_old_image() -> None:
 
 def test_delete_of_an_unknown_key_still_hands_off() -> None:
     delete = record("d", None, before={"id": 1, "big": None}, lsn=30, headers=NEWKEY)
-    (handoff,) = Hydrator().process(None, delete, 0).handoffs
+    (handoff,) = engine_step(debezium_hydrator(), None, delete, 0).handoffs
     assert handoff.image is None
 
 
 def test_create_waits_for_its_handoff_with_later_events_behind_it() -> None:
-    hydrator = Hydrator()
+    hydrator = debezium_hydrator()
     deleted, create = key_change(hydrator)
-    parked = hydrator.process(None, create, 100)
+    parked = engine_step(hydrator, None, create, 100)
     assert parked.emitted == () and parked.state.is_parked
     update = record("u", {"id": 2, "big": P, "n": 5}, key=2, lsn=40, offset=2)
-    parked = hydrator.process(parked.state, update, 100)
+    parked = engine_step(hydrator, parked.state, update, 100)
     assert len(parked.state.parked) == 2
     released = hydrator.receive_handoff(parked.state, deleted.handoffs[0], 200)
     assert [after_of_output(o) for o in released.emitted] == [
@@ -252,27 +265,29 @@ def after_of_output(output: Any) -> dict[str, Any]:
 
 
 def test_handoff_arriving_first_waits_for_its_create() -> None:
-    hydrator = Hydrator()
+    hydrator = debezium_hydrator()
     deleted, create = key_change(hydrator)
     waiting = hydrator.receive_handoff(None, deleted.handoffs[0], 0)
     assert [h.old_key for h in waiting.state.handoffs] == ['{"id":1}']
-    out = hydrator.process(waiting.state, create, 0)
+    out = engine_step(hydrator, waiting.state, create, 0)
     assert after_of(out) == {"id": 2, "big": BIG, "n": 1}
     assert not out.state.is_waiting
 
 
 def test_redelivered_handoff_after_its_create_is_ignored() -> None:
-    hydrator = Hydrator()
+    hydrator = debezium_hydrator()
     deleted, create = key_change(hydrator)
-    done = hydrator.process(hydrator.receive_handoff(None, deleted.handoffs[0], 0).state, create, 0)
+    done = engine_step(
+        hydrator, hydrator.receive_handoff(None, deleted.handoffs[0], 0).state, create, 0
+    )
     again = hydrator.receive_handoff(done.state, deleted.handoffs[0], 0)
     assert again.state is done.state and again.counts == {"handoffs_unneeded": 1}
 
 
 def test_parked_records_are_emitted_unresolved_after_the_handoff_timeout() -> None:
-    hydrator = Hydrator(HydrationSettings(handoff_timeout_ms=1000))
+    hydrator = debezium_hydrator(HydrationSettings(handoff_timeout_ms=1000))
     _, create = key_change(hydrator)
-    parked = hydrator.process(None, create, 100).state
+    parked = engine_step(hydrator, None, create, 100).state
     assert hydrator.next_deadline_ms(parked) == 1100
     assert hydrator.tick(parked, 1099).state is parked
     out = hydrator.tick(parked, 1100)
@@ -281,15 +296,16 @@ def test_parked_records_are_emitted_unresolved_after_the_handoff_timeout() -> No
 
 
 def test_unclaimed_handoff_expires() -> None:
-    hydrator = Hydrator(HydrationSettings(handoff_timeout_ms=1000))
+    hydrator = debezium_hydrator(HydrationSettings(handoff_timeout_ms=1000))
     deleted, _ = key_change(hydrator)
     waiting = hydrator.receive_handoff(None, deleted.handoffs[0], 0).state
     assert hydrator.tick(waiting, 1000).state is None
 
 
 def test_tombstone_is_forgotten_after_retention() -> None:
-    hydrator = Hydrator(HydrationSettings(tombstone_retention_ms=500))
-    deleted = hydrator.process(
+    hydrator = debezium_hydrator(HydrationSettings(tombstone_retention_ms=500))
+    deleted = engine_step(
+        hydrator,
         inserted(hydrator),
         record("d", None, before={"id": 1, "big": None, "n": None}, lsn=20),
         1000,
@@ -300,20 +316,23 @@ def test_tombstone_is_forgotten_after_retention() -> None:
 
 
 def test_state_ttl_evicts_idle_rows() -> None:
-    hydrator = Hydrator(HydrationSettings(state_ttl_ms=100))
+    hydrator = debezium_hydrator(HydrationSettings(state_ttl_ms=100))
     state = inserted(hydrator)
     assert hydrator.next_deadline_ms(state) == 100
     assert hydrator.tick(state, 100).state is None
-    assert Hydrator().next_deadline_ms(state) is None
+    assert debezium_hydrator().next_deadline_ms(state) is None
 
 
 def test_two_key_changes_into_one_key_match_handoffs_by_old_key() -> None:
     """13 -> 15, then 15 deleted, then 14 -> 15; the handoff from 14 arrives first."""
-    hydrator = Hydrator()
+    hydrator = debezium_hydrator()
 
     def row(key: int, lsn: int) -> StateRecord:
-        return hydrator.process(
-            None, record("c", {"id": key, "big": f"image of {key}", "n": key}, key=key, lsn=lsn), 0
+        return engine_step(
+            hydrator,
+            None,
+            record("c", {"id": key, "big": f"image of {key}", "n": key}, key=key, lsn=lsn),
+            0,
         ).state
 
     def move(old: int, new: int, lsn: int, offset: int) -> tuple[Any, RawRecord]:
@@ -333,7 +352,7 @@ def test_two_key_changes_into_one_key_match_handoffs_by_old_key() -> None:
             offset=offset,
             headers=(("__debezium.oldkey", f'{{"id":{old}}}'.encode()),),
         )
-        return hydrator.process(row(old, lsn - 5), delete, 0), create
+        return engine_step(hydrator, row(old, lsn - 5), delete, 0), create
 
     first, create_from_13 = move(13, 15, 100, 1)
     second, create_from_14 = move(14, 15, 200, 3)
@@ -342,7 +361,7 @@ def test_two_key_changes_into_one_key_match_handoffs_by_old_key() -> None:
     )
     state = None
     for item in (create_from_13, delete_15, create_from_14):
-        state = hydrator.process(state, item, 0).state
+        state = engine_step(hydrator, state, item, 0).state
     assert state.awaiting == '{"id":13}' and len(state.parked) == 3
     early = hydrator.receive_handoff(state, second.handoffs[0], 0)
     assert early.emitted == () and early.state.is_parked
@@ -359,7 +378,7 @@ def test_one_old_key_handing_off_to_one_new_key_twice() -> None:
     """1 -> 2, 2 deleted, 1 re-inserted, 1 -> 2 again: each CREATE takes its own handoff,
     whatever the order, and a copy of the first arriving late (a killed transaction's, on a
     broker that leaves it visible) fills nothing."""
-    hydrator = Hydrator()
+    hydrator = debezium_hydrator()
 
     def move(image: str, lsn: int) -> tuple[Any, RawRecord]:
         old = run(hydrator, record("c", {"id": 1, "big": image, "n": 1}, lsn=lsn - 5)).state
@@ -369,7 +388,7 @@ def test_one_old_key_handing_off_to_one_new_key_twice() -> None:
         create = record(
             "c", {"id": 2, "big": P, "n": 1}, key=2, lsn=lsn, offset=lsn, headers=OLDKEY
         )
-        return hydrator.process(old, delete, 0).handoffs[0], create
+        return engine_step(hydrator, old, delete, 0).handoffs[0], create
 
     first, create_1 = move("first life", 100)
     second, create_2 = move("second life", 200)
@@ -379,7 +398,7 @@ def test_one_old_key_handing_off_to_one_new_key_twice() -> None:
         got = []
         for step in steps:
             if isinstance(step, RawRecord):
-                out = hydrator.process(state, step, 0)
+                out = engine_step(hydrator, state, step, 0)
             else:
                 out = hydrator.receive_handoff(state, step, 0)
             state = out.state
@@ -403,7 +422,7 @@ def test_a_record_read_again_is_not_parked_twice() -> None:
     """An engine whose restored state is ahead of its committed input offsets (a killed
     transaction's changelog left visible) reads records it has already parked: they must not be
     released twice. Tombstones, which carry no position, are the ones rule 4 cannot catch."""
-    hydrator = Hydrator()
+    hydrator = debezium_hydrator()
     deleted, create = key_change(hydrator)
     tombstone = RawRecord("raw", 2, 5, b'{"id":2}', None, ())
     parked = run(hydrator, create, tombstone).state

@@ -13,7 +13,7 @@ import pytest
 from hydrator.core import HydrationSettings
 from hydrator.engines.spark import clock, stateful
 from hydrator.engines.spark.clock import CLOCK_FILE, CatchUpGate, DowntimeLedger, gate_is_open
-from hydrator.engines.spark.stateful import STATE_SCHEMA_VERSION, group_function
+from hydrator.engines.spark.stateful import STATE_SCHEMA_VERSION, HydratorSpec, group_function
 from state.codec import encode_state
 from state.record import StateRecord
 from tests.unit.test_spark_steps import TOPIC, TOPICS, FakeState
@@ -64,7 +64,7 @@ def test_a_timeout_fired_early_by_the_wall_clock_is_armed_again(
     state.value = (STATE_SCHEMA_VERSION, encode_state(tombstone))
     state.hasTimedOut = True
     monkeypatch.setattr(stateful, "time", SimpleNamespace(time=lambda: (T0 + 100_000) / 1000))
-    hydrate = group_function(settings, "auto", TOPICS, offset_ms)
+    hydrate = group_function(HydratorSpec(settings), TOPICS, offset_ms)
     empty = pd.DataFrame({"group": [], "record": []})
     list(hydrate((f"{TOPIC}\x00" + '{"id":1}',), iter([empty]), state))
     assert state.exists is kept
@@ -95,7 +95,7 @@ def test_a_closed_gate_re_arms_a_due_timeout(
     state.hasTimedOut = True
     monkeypatch.setattr(stateful, "time", SimpleNamespace(time=lambda: (T0 + 100_000) / 1000))
     gate = CatchUpGate(tmp_path, {("in", 0): 10})
-    hydrate = group_function(settings, "auto", TOPICS, 0, (str(gate.path), gate.run))
+    hydrate = group_function(HydratorSpec(settings), TOPICS, 0, (str(gate.path), gate.run))
     empty = pd.DataFrame({"group": [], "record": []})
     list(hydrate((f"{TOPIC}\x00" + '{"id":1}',), iter([empty]), state))
     assert state.exists and state.timeout_ms == 1  # due: it fires again in the next batch

@@ -22,7 +22,13 @@ from hydrator.engines.spark import stateful
 from hydrator.engines.spark.kafka_options import KafkaOptionError
 from hydrator.engines.spark.kafka_sink import KafkaStreamWriter, pack_records, unpack_records
 from hydrator.engines.spark.routing import KEYLESS, TICK, UNDECODABLE, route
-from hydrator.engines.spark.stateful import COUNTERS, OUTPUT_SCHEMA, Topics, group_function
+from hydrator.engines.spark.stateful import (
+    COUNTERS,
+    OUTPUT_SCHEMA,
+    HydratorSpec,
+    Topics,
+    group_function,
+)
 from tests.support.hostile_events import FUZZ, good_record, hostile_records
 
 TOPIC = "db.public.items"
@@ -113,11 +119,11 @@ def output_rows(frames: list[pd.DataFrame]) -> list[dict[str, Any]]:
 def run(rows: list[tuple[Any, ...]], states: dict[str, FakeState]) -> list[dict[str, Any]]:
     """Route and group (in one call per group, as Spark would) one micro-batch."""
     settings = HydrationSettings()
-    (routed,) = route(settings, "auto", TOPICS.handoff)(iter([source_batch(rows)]))
+    (routed,) = route(HydratorSpec(settings), TOPICS.handoff)(iter([source_batch(rows)]))
     groups: dict[str, list[bytes]] = defaultdict(list)
     for group, record in zip(*(c.to_pylist() for c in routed.columns), strict=True):
         groups[group].append(record)
-    hydrate = group_function(settings, "auto", TOPICS)
+    hydrate = group_function(HydratorSpec(settings), TOPICS)
     frames: list[pd.DataFrame] = []
     for group, records in groups.items():
         frame = pd.DataFrame({"group": [group] * len(records), "record": records})
@@ -180,10 +186,10 @@ def test_a_large_group_output_is_split_into_several_cells_in_offset_order() -> N
     n = stateful.CHUNK_RECORDS * 2 + 3
     rows = [(TOPIC, 0, i, b'{"id":1}', event(1, 100 + i, "v"), None, 0) for i in range(n)]
     settings = HydrationSettings()
-    (routed,) = route(settings, "auto", TOPICS.handoff)(iter([source_batch(rows)]))
+    (routed,) = route(HydratorSpec(settings), TOPICS.handoff)(iter([source_batch(rows)]))
     frame = routed.to_pandas().sample(frac=1, random_state=1)  # any order
     group = frame["group"].iloc[0]
-    (out,) = group_function(settings, "auto", TOPICS)((group,), iter([frame]), FakeState())
+    (out,) = group_function(HydratorSpec(settings), TOPICS)((group,), iter([frame]), FakeState())
     assert len(out) == 3
     assert [c is not None for c in out["counts"]] == [False, False, True]  # on the last row
     rows = output_rows([out])

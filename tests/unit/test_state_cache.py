@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from hydrator.core import Hydrator
-from hydrator.core.records import RawRecord
 from hydrator.engines.embedded.task import CACHE_ENTRY_OVERHEAD, Task
 from hydrator.engines.embedded.topology import Topology
+from hydrator.events import RawRecord
 from state.codec import encode_state
 from state.record import state_key
 from state.stores.rocksdb import RocksDBStore
 from tests.harness.cdc_events import ToastTable
+from tests.support.core import debezium_hydrator
 from tests.unit.test_embedded_task import RecordingSink
 
 BUDGET = 200_000
@@ -21,7 +21,7 @@ BUDGET = 200_000
 def _task(tmp_path: Path, cache_bytes: int = BUDGET) -> Task:
     store = RocksDBStore(tmp_path / "store")
     topology = Topology("app", {"t": "t.out"}, 1)
-    return Task(0, Hydrator(), store, topology, RecordingSink(), Counter(), cache_bytes)
+    return Task(0, debezium_hydrator(), store, topology, RecordingSink(), Counter(), cache_bytes)
 
 
 def _insert_all(task: Task, table: ToastTable, keys: range) -> None:

@@ -35,6 +35,7 @@ from hydrator.engines.embedded.topics import TopologyError, prepare_topology, re
 from hydrator.engines.embedded.topology import Topology
 from hydrator.engines.embedded.transaction import TransactionalWriter, TransactionFailed
 from hydrator.engines.embedded.watchdog import blocking, watchdog
+from hydrator.formats import codec_for
 from hydrator.kafka.client_config import ClientConfigError, ClientSettings, client_error
 from hydrator.kafka.offsets import OffsetProbe
 from hydrator.kafka.reachability import backoff_s, client_logger, wait_for_broker
@@ -77,7 +78,9 @@ HEALTHY_RUN_S = 120.0
 class EmbeddedEngine:
     def __init__(self, config: RunConfig, hydrator: Hydrator | None = None) -> None:
         self.config = config
-        self.hydrator = hydrator or Hydrator(config.hydration, config.format)
+        self.hydrator = hydrator or Hydrator(
+            codec_for(config.format, config.format_options), config.hydration
+        )
         self.counts: Counter[str] = Counter()
         self._stop = threading.Event()
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from hydrator.core.hydrator import read_handoff
-from hydrator.core.records import DeadLetter, RawRecord
+from hydrator.core.records import DeadLetter
 from hydrator.engines.embedded.assignment import Assignment
 from hydrator.engines.embedded.available_now import AvailableNow
 from hydrator.engines.embedded.progress import Progress
@@ -24,6 +24,7 @@ from hydrator.engines.embedded.topics import check_topic_error
 from hydrator.engines.embedded.topology import Topology
 from hydrator.engines.embedded.transaction import TransactionalWriter
 from hydrator.engines.embedded.watchdog import blocking
+from hydrator.events import RawRecord
 
 log = logging.getLogger(__name__)
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from collections import Counter
 
-from hydrator.core.records import HEADER_SOURCE, Handoff, OutputRecord
+from hydrator.core.records import HEADER_SOURCE, OutputRecord
 from hydrator.engines.embedded.task import Sink
 from hydrator.engines.embedded.topology import Topology
 from hydrator.kafka.record_limits import Produced, RecordLimits
+from state.handoff import Handoff
 
 
 class SizeCheckedSink:

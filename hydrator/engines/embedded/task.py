@@ -16,14 +16,12 @@ from collections import Counter, deque
 from collections.abc import Mapping
 from typing import Protocol
 
-from hydrator.core.hydrator import Hydrator
+from hydrator.core.hydrator import Hydrator, rejected
 from hydrator.core.records import (
     HEADER_ERROR,
     HEADER_SOURCE,
     DeadLetter,
-    Handoff,
     OutputRecord,
-    RawRecord,
     Transition,
 )
 from hydrator.engines.embedded.clock import (
@@ -35,8 +33,10 @@ from hydrator.engines.embedded.clock import (
 )
 from hydrator.engines.embedded.timers import DeadlineIndex
 from hydrator.engines.embedded.topology import Topology
+from hydrator.events import RawRecord
 from hydrator.kafka.record_limits import record_bytes
 from state.codec import decode_state, encode_state
+from state.handoff import Handoff
 from state.record import StateRecord, state_key
 from state.stores.rocksdb import RocksDBStore
 
@@ -110,14 +110,15 @@ class Task:
 
     def process(self, record: RawRecord, now_ms: int) -> None:
         route = self._route(record)
-        if route is None or isinstance(route, DeadLetter):
-            # Keyless records are hydrated statelessly; bad keys become dead letters. Neither
-            # has a state to keep.
-            self._emit(record.topic, self._hydrator.process(None, record, now_ms))
+        if isinstance(route, DeadLetter):
+            self._emit(record.topic, rejected(route))
+        elif route is None:  # a record without identity is hydrated statelessly
+            self._emit(record.topic, self._hydrator.process(None, record, None, now_ms))
         else:
             key = state_key(record.topic, route)
             state = self.state(key)
-            self._apply(record.topic, key, state, self._hydrator.process(state, record, now_ms))
+            step = self._hydrator.process(state, record, route, now_ms)
+            self._apply(record.topic, key, state, step)
         self._drain_local_handoffs(now_ms)
 
     def receive_handoff(self, handoff: Handoff, now_ms: int) -> None:
@@ -240,20 +241,22 @@ class Task:
     # -- internals ---------------------------------------------------------------------------
 
     def _route(self, record: RawRecord) -> str | DeadLetter | None:
-        """`Hydrator.route`, remembered per raw key: CDC traffic keeps coming back to the same
-        rows, and re-canonicalising their key JSON every time is measurable."""
+        """`Hydrator.route`, remembered per raw key when the codec's key is the Kafka key's:
+        CDC traffic keeps coming back to the same rows, and re-canonicalising their key JSON
+        every time is measurable."""
+        if record.key is None or not self._hydrator.codec.key_in_record_key:
+            return self._hydrator.route(record)
         routes = self._routes
-        if record.key is not None:
-            known = routes.get(record.key)
-            if known is not None:
-                return known
+        known = routes.get(record.key)
+        if known is not None:
+            return known
         route = self._hydrator.route(record)
-        if isinstance(route, str) and len(record.key) <= ROUTE_KEY_MAX:  # type: ignore[arg-type]
-            cost = len(record.key) + len(route) + ROUTE_ENTRY_OVERHEAD  # type: ignore[arg-type]
+        if isinstance(route, str) and len(record.key) <= ROUTE_KEY_MAX:
+            cost = len(record.key) + len(route) + ROUTE_ENTRY_OVERHEAD
             if self._routes_used + cost > ROUTE_CACHE_BYTES:
                 routes.clear()
                 self._routes_used = 0
-            routes[record.key] = route  # type: ignore[index]
+            routes[record.key] = route
             self._routes_used += cost
         return route
 

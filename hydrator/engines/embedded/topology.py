@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from hydrator.core.records import Handoff
 from hydrator.core.settings import HydrationSettings
 from hydrator.kafka.admin import TopicSpec
 from hydrator.kafka.partitioner import partition_for_key
 from hydrator.kafka.record_limits import TopicLimits
+from state.handoff import Handoff
 
 _DEFAULT_LIMITS = TopicLimits.for_max_record_bytes(HydrationSettings().max_record_bytes)
 

@@ -10,10 +10,11 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
-from hydrator.core.records import Handoff, OutputRecord
+from hydrator.core.records import OutputRecord
 from hydrator.engines.embedded import changelog
 from hydrator.engines.embedded.topology import Topology
 from hydrator.engines.embedded.watchdog import blocking
+from state.handoff import Handoff
 
 log = logging.getLogger(__name__)
 

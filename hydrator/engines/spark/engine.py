@@ -25,7 +25,7 @@ from hydrator.engines.spark.clock import CatchUpGate, CatchUpListener, DowntimeL
 from hydrator.engines.spark.parked import parked_summary
 from hydrator.engines.spark.query import COUNTERS, OBSERVATION, QuerySpec, writer
 from hydrator.engines.spark.session import spark_session
-from hydrator.engines.spark.stateful import Topics
+from hydrator.engines.spark.stateful import HydratorSpec, Topics
 from hydrator.kafka.admin import TopicSpec, ensure_topics, max_message_bytes, partition_counts
 from hydrator.kafka.client_config import ClientSettings, client_error
 from hydrator.kafka.offsets import OffsetProbe
@@ -100,8 +100,7 @@ class SparkEngine:
             inputs=tuple(config.input_topics),
             topics=topics,
             checkpoint=str(self.checkpoint),
-            settings=config.hydration,
-            format=config.format,
+            hydrator=HydratorSpec(config.hydration, config.format, config.format_options),
             kafka_properties=dict(config.kafka_properties),
             max_offsets_per_trigger=self.max_offsets_per_trigger,
             max_message_bytes=dict(sizes),

@@ -14,13 +14,13 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter
 from pyspark.sql.streaming.state import GroupStateTimeout
 
-from hydrator.core import HydrationSettings
 from hydrator.engines.spark.kafka_datasource import register
 from hydrator.engines.spark.routing import routed
 from hydrator.engines.spark.stateful import (
     COUNTERS,
     OUTPUT_SCHEMA,
     STATE_SCHEMA,
+    HydratorSpec,
     Topics,
     group_function,
 )
@@ -35,8 +35,7 @@ class QuerySpec:
     inputs: tuple[str, ...]
     topics: Topics
     checkpoint: str
-    settings: HydrationSettings
-    format: str = "auto"
+    hydrator: HydratorSpec
     kafka_properties: Mapping[str, str] | None = None
     max_offsets_per_trigger: int | None = None
     # max.message.bytes per topic written; records that exceed it go to the DLQ
@@ -67,12 +66,10 @@ def hydrate(records: DataFrame, spec: QuerySpec) -> DataFrame:
     """SOURCE_SCHEMA rows in, OUTPUT_SCHEMA rows (packed records to write, counters) out; any
     streaming input. The counters are summed per micro-batch into the observed metrics."""
     hydrated = (
-        routed(records, spec.settings, spec.format, spec.topics.handoff)
+        routed(records, spec.hydrator, spec.topics.handoff)
         .groupBy("group")
         .applyInPandasWithState(
-            group_function(
-                spec.settings, spec.format, spec.topics, spec.clock_offset_ms, spec.catch_up_gate
-            ),
+            group_function(spec.hydrator, spec.topics, spec.clock_offset_ms, spec.catch_up_gate),
             OUTPUT_SCHEMA,
             STATE_SCHEMA,
             "Append",

@@ -1,6 +1,8 @@
 """The group every record is shuffled by: one group per (input topic, canonical key).
 
-Handoff records are keyed by the new key's group already. Records with no key are grouped per
+The group of an input record is its canonical key as the run's codec names it
+(`Hydrator.route`, here and only here; the group function hands it to the core). Handoff records
+are keyed by the new key's group already. Records without identity are grouped per
 topic-partition (hydrated statelessly, in order); records whose key cannot be decoded likewise
 (they become dead letters in the group function). A handoff-topic record with no key is a tick:
 it only makes Spark run a batch, and with it the processing-time timeouts.
@@ -27,8 +29,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
-from hydrator.core import HydrationSettings, RawRecord
-from hydrator.engines.spark.stateful import KIND_HANDOFF, KIND_INPUT, hydrator_for
+from hydrator.core import RawRecord
+from hydrator.engines.spark.stateful import KIND_HANDOFF, KIND_INPUT, HydratorSpec, hydrator_for
 
 KEYLESS = "\x01"
 UNDECODABLE = "\x02"
@@ -44,14 +46,12 @@ _ROUTED_ARROW = pa.schema([("group", pa.string()), ("record", pa.binary())])
 _SOURCE_COLUMNS = ("topic", "partition", "offset", "key", "value", "headers", "timestamp")
 
 
-def routed(
-    records: DataFrame, settings: HydrationSettings, format: str, handoff_topic: str
-) -> DataFrame:
+def routed(records: DataFrame, spec: HydratorSpec, handoff_topic: str) -> DataFrame:
     """SOURCE_SCHEMA rows (Kafka source) to ROUTED_SCHEMA rows, ready for groupBy("group")."""
     projected = records.select(
         *_SOURCE_COLUMNS[:5], F.to_json("headers").alias("headers"), "timestamp"
     )
-    return projected.mapInArrow(route(settings, format, handoff_topic), ROUTED_SCHEMA)
+    return projected.mapInArrow(route(spec, handoff_topic), ROUTED_SCHEMA)
 
 
 def _headers(text: str | None) -> list[tuple[str, bytes | None]] | None:
@@ -64,9 +64,11 @@ def _headers(text: str | None) -> list[tuple[str, bytes | None]] | None:
     ]
 
 
-def group_of(hydrator: Any, topic: str, partition: int, key: bytes | None) -> str:
-    """The group of an input-topic record (not a handoff)."""
-    routed = hydrator.route(RawRecord(topic, partition, 0, key, None))
+def group_of(hydrator: Any, record: RawRecord) -> str:
+    """The group of an input-topic record (not a handoff): its canonical key, the same the
+    group function passes to the core."""
+    routed = hydrator.route(record)
+    topic, partition = record.topic, record.partition
     if isinstance(routed, str):
         return f"{topic}\x00{routed}"
     prefix = KEYLESS if routed is None else UNDECODABLE
@@ -74,13 +76,14 @@ def group_of(hydrator: Any, topic: str, partition: int, key: bytes | None) -> st
 
 
 def route(
-    settings: HydrationSettings, format: str, handoff_topic: str
+    spec: HydratorSpec, handoff_topic: str
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """`mapInArrow` function: SOURCE_SCHEMA batches (headers as JSON text) in, ROUTED_SCHEMA
     batches out."""
 
     def route_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        hydrator = hydrator_for(settings, format)
+        hydrator = hydrator_for(spec)
+        by_record_key = hydrator.codec.key_in_record_key
         pack = msgpack.Packer(use_bin_type=True).pack
         for batch in batches:
             columns = [batch.column(name).to_pylist() for name in _SOURCE_COLUMNS]
@@ -97,10 +100,12 @@ def route(
                     group = key.decode("utf-8", "replace") if key is not None else TICK
                 else:
                     kind = KIND_INPUT
-                    group = known.get((topic, key)) if key is not None else None
+                    cached = by_record_key and key is not None
+                    group = known.get((topic, key)) if cached else None
                     if group is None:
-                        group = group_of(hydrator, topic, partition, key)
-                        if key is not None and not group.startswith((KEYLESS, UNDECODABLE)):
+                        record = RawRecord(topic, partition, offset, key, value)
+                        group = group_of(hydrator, record)
+                        if cached and not group.startswith((KEYLESS, UNDECODABLE)):
                             known[(topic, key)] = group
                 groups.append(group)
                 records.append(

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -33,9 +33,10 @@ from pyspark.sql.types import (
 )
 
 from hydrator.core import DeadLetter, HydrationSettings, Hydrator, RawRecord, Transition
-from hydrator.core.hydrator import failure_reason, read_handoff
+from hydrator.core.hydrator import failure_reason, read_handoff, rejected
 from hydrator.engines.spark.clock import gate_is_open
 from hydrator.engines.spark.kafka_sink import pack_records
+from hydrator.formats import FormatOptions, codec_for
 from state.codec import decode_state, encode_state
 from state.record import StateRecord
 
@@ -88,15 +89,24 @@ class Topics:
     dlq: str
 
 
+@dataclass(frozen=True)
+class HydratorSpec:
+    """What an executor builds its Hydrator from, the same way the embedded engine does: small,
+    picklable, shipped with every task."""
+
+    settings: HydrationSettings = field(default_factory=HydrationSettings)
+    format: str = "auto"
+    format_options: FormatOptions = field(default_factory=FormatOptions)
+
+
 @lru_cache(maxsize=8)
-def hydrator_for(settings: HydrationSettings, format: str) -> Hydrator:
+def hydrator_for(spec: HydratorSpec) -> Hydrator:
     """One Hydrator per Python worker and configuration (workers are reused across batches)."""
-    return Hydrator(settings, format)
+    return Hydrator(codec_for(spec.format, spec.format_options), spec.settings)
 
 
 def group_function(
-    settings: HydrationSettings,
-    format: str,
+    spec: HydratorSpec,
     topics: Topics,
     clock_offset_ms: int = 0,
     catch_up_gate: tuple[str, str] | None = None,
@@ -110,7 +120,7 @@ def group_function(
     def hydrate_group(
         key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: GroupState
     ) -> Iterator[pd.DataFrame]:
-        hydrator = hydrator_for(settings, format)
+        hydrator = hydrator_for(spec)
         loaded, unreadable = _load(state)
         step = _GroupStep(hydrator, topics, key[0], loaded)
         if unreadable:
@@ -151,7 +161,9 @@ class _GroupStep:
         self.topics = topics
         # keyless records, undecodable keys and ticks (routing.py) keep no state
         self.stateless = not group or group[0] in "\x01\x02\x03"
-        input_topic = group.lstrip("\x01\x02").split("\x00", 1)[0]
+        input_topic, _, key = group.lstrip("\x01\x02").partition("\x00")
+        # the canonical key routing computed (a stateful group is `<topic>\x00<key>`)
+        self.key = None if self.stateless else key
         self.output_topic = topics.outputs.get(input_topic)
         self.state = state
         self.was_parked = state is not None and state.is_parked
@@ -178,10 +190,10 @@ class _GroupStep:
                 continue
             # only a stateless group can hold an undecodable key; others were routed by it
             routed = hydrator.route(record) if self.stateless else None
-            if routed is not None and not isinstance(routed, str):
-                self.apply(Transition(None, dead=(routed,), counts={"dead_letters": 1}), partition)
+            if isinstance(routed, DeadLetter):
+                self.apply(rejected(routed), partition)
                 continue
-            self.apply(hydrator.process(self.state, record, now_ms), partition)
+            self.apply(hydrator.process(self.state, record, self.key, now_ms), partition)
 
     def _unpacked(self, packed: list[bytes]) -> list[tuple[Any, ...]]:
         """The routed rows; one that does not unpack (routing wrote it, so this is not the

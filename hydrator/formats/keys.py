@@ -11,10 +11,7 @@ from typing import Any
 import orjson
 
 from hydrator import exact
-
-
-class InvalidKey(ValueError):
-    """The key bytes are not a decodable key."""
+from hydrator.events import InvalidKey
 
 
 def key_document(raw: bytes) -> Any:
@@ -59,6 +56,6 @@ def canonical_key(raw: bytes) -> str:
     return _canonical_short_key(bytes(raw))
 
 
-@lru_cache(maxsize=4096)  # an engine routes a record, then the core reads its key again
+@lru_cache(maxsize=4096)  # CDC traffic keeps coming back to the same rows
 def _canonical_short_key(raw: bytes) -> str:
     return canonical(key_document(raw))

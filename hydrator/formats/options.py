@@ -1,0 +1,21 @@
+"""What the format options of `hydrator run` ask of the codecs. A frozen value: the Spark
+engine ships it to its executors, which build their codec from it (`codec_for`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DEFAULT_PLACEHOLDER = "__debezium_unavailable_value"
+
+
+@dataclass(frozen=True, slots=True)
+class FormatOptions:
+    placeholder: str = DEFAULT_PLACEHOLDER
+    fill_absent: bool = False
+
+    @property
+    def placeholder_bytes(self) -> bytes:
+        """`hex:`-prefixed placeholders are raw bytes, as Debezium's option reads them."""
+        if self.placeholder.startswith("hex:"):
+            return bytes.fromhex(self.placeholder[4:])
+        return self.placeholder.encode()
