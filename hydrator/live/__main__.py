@@ -10,7 +10,6 @@ from collections.abc import Callable
 
 import click
 
-from hydrator.core.settings import HydrationSettings
 from hydrator.formats import FORMAT_NAMES, codec_for
 from hydrator.live.feed import run_feed
 from hydrator.live.rows import RowChange
@@ -84,7 +83,7 @@ def main(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("websockets").setLevel(logging.WARNING)
-    codec = codec_for(format_name, HydrationSettings())
+    codec = codec_for(format_name)
     stop = threading.Event()
     failure: list[BaseException] = []
 

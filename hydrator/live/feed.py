@@ -11,9 +11,7 @@ from collections.abc import Callable, Sequence
 
 from confluent_kafka import Consumer, KafkaError
 
-from hydrator.core.keys import InvalidKey
-from hydrator.core.records import RawRecord
-from hydrator.formats import BadInput, Codec
+from hydrator.events import BadInput, Codec, InvalidKey, RawRecord
 from hydrator.live.rows import RowChange, row_change
 
 log = logging.getLogger(__name__)

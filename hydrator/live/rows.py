@@ -9,9 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from hydrator import exact
-from hydrator.core.keys import canonical_key
-from hydrator.core.records import HEADER_FILLED, HEADER_SOURCE, HEADER_UNRESOLVED, RawRecord
-from hydrator.formats import Codec, Op, Passthrough
+from hydrator.core.records import HEADER_FILLED, HEADER_SOURCE, HEADER_UNRESOLVED
+from hydrator.events import Codec, Op, Passthrough, RawRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +47,7 @@ def row_change(record: RawRecord, codec: Codec, preview_chars: int) -> RowChange
     event = codec.decode(record)
     if isinstance(event, Passthrough):
         return None
-    key = canonical_key(record.key) if record.key is not None else record.source
+    key = codec.key(record) or record.source
     source_header = record.header(HEADER_SOURCE)
     source = source_header.decode(errors="replace") if source_header else record.source
     if event.op is Op.DELETE:

@@ -6,13 +6,13 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from hydrator.core.records import HEADER_FILLED, HEADER_SOURCE, HEADER_UNRESOLVED, RawRecord
-from hydrator.core.settings import HydrationSettings
-from hydrator.formats import BadInput, codec_for
+from hydrator.core.records import HEADER_FILLED, HEADER_SOURCE, HEADER_UNRESOLVED
+from hydrator.events import BadInput, RawRecord
+from hydrator.formats import codec_for
 from hydrator.live.rows import LatestRows, display, row_change
 from tests.harness.cdc_events import PLACEHOLDER, envelope, key_bytes
 
-CODEC = codec_for("auto", HydrationSettings())
+CODEC = codec_for("auto")
 
 
 def record(key: int, value: bytes | None, headers=(), offset: int = 0) -> RawRecord:
