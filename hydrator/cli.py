@@ -1,4 +1,5 @@
-"""`hydrator run ...` and `hydrator demo` (the CLI the README documents).
+"""`hydrator run ...`, `hydrator config show`, `hydrator state inspect|stats` and `hydrator demo`
+(the CLI the README documents).
 
 Every option also reads `HYDRATOR_<NAME>` (e.g. HYDRATOR_INPUT_TOPIC, several values separated by
 spaces or commas) and the TOML file given by `--config` / HYDRATOR_CONFIG; the command line wins
@@ -10,6 +11,7 @@ over the environment, which wins over the file. Exit codes: 0 done, 2 bad usage 
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 from collections.abc import Callable
@@ -42,6 +44,10 @@ from hydrator.kafka.client_config import (
     parse_properties,
     split_env_properties,
 )
+from hydrator.ops import logs
+from hydrator.ops.config_show import CONFIG_FILE_META, effective_settings, render, source_of
+from hydrator.ops.logs import LOG_FORMATS
+from hydrator.ops.secrets import redact, secret_values
 
 ENGINES = ("spark", "embedded")
 FORMATS = FORMAT_NAMES  # grows as codecs are added to hydrator/formats
@@ -118,6 +124,7 @@ def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) 
         for opt in p.opts
         if opt.startswith("--")
     }
+    ctx.meta[CONFIG_FILE_META] = value
     defaults = {}
     for name, setting in values.items():
         if name not in by_option:
@@ -154,7 +161,13 @@ def cli() -> None:
     expose_value=False,
     help="TOML file with option values (long names, at top level or under [run]).",
 )
-@click.option("--engine", type=click.Choice(ENGINES), required=True, envvar=_env("engine"))
+@click.option(
+    "--engine",
+    type=click.Choice(ENGINES),
+    default="embedded",
+    show_default=True,
+    envvar=_env("engine"),
+)
 @click.option(
     "--bootstrap-servers",
     required=True,
@@ -348,17 +361,53 @@ def cli() -> None:
     show_default=True,
     envvar=_env("log_level"),
 )
+@click.option(
+    "--log-format",
+    type=click.Choice(LOG_FORMATS),
+    default="text",
+    show_default=True,
+    envvar=_env("log_format"),
+    help="json: one object per line (level, logger, message, application id, counts).",
+)
 def run(**options: Any) -> None:
     """Hydrate the input topics into the output topic(s)."""
-    logging.basicConfig(
-        level=options["log_level"].upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    config = build_config(options)
+    spark = build_spark_options(options) if config.engine == "spark" else None
+    secrets = run_secrets(config, spark)
+    logs.configure(options["log_level"], options["log_format"], config.application_id, secrets)
+    if spark is not None:
+        sys.exit(_run_spark(config, spark))
+    sys.exit(_run_embedded(config))
+
+
+def run_secrets(config: RunConfig, spark: SparkOptions | None = None) -> set[str]:
+    """The values no line may show: secret `-X`/`--spark-conf` values and URL passwords."""
+    settings = {**config.kafka_properties, **(spark.conf if spark else {})}
+    texts = [config.bootstrap_servers, str(config.state_dir), spark.master if spark else ""]
+    return secret_values(settings, texts)
+
+
+@cli.group()
+def config() -> None:
+    """The effective configuration."""
+
+
+@config.command(
+    "show",
+    params=[p for p in run.params],
+    context_settings={"show_default": True},
+)
+@click.pass_context
+def config_show(ctx: click.Context, **options: Any) -> None:
+    """Print the configuration `hydrator run` would use with the same options, and where each
+    value came from (flag, env, file, default). Secrets show as ***. Exit 2 as `run` would."""
     config = build_config(options)
     if config.engine == "spark":
-        sys.exit(_run_spark(config, build_spark_options(options)))
-    sys.exit(_run_embedded(config))
+        build_spark_options(options)
+    settings = effective_settings(ctx, options, {"input_topics": config.input_topics})
+    config_path = ctx.meta.get(CONFIG_FILE_META)
+    config_param = next(p for p in ctx.command.params if p.name == "config")
+    click.echo(render(settings, config_path, source_of(ctx, config_param)), nl=False)
 
 
 @cli.command()
@@ -398,6 +447,152 @@ def demo(source: str, events: int, partitions: int, schemas: bool, verbose: bool
     sys.exit(code)
 
 
+# -- state tools -------------------------------------------------------------------------------
+
+# What the state tools take from a `--config` file written for `run`; its other keys are ignored.
+_STATE_KEYS = ("engine", "state_dir", "application_id")
+
+
+def _load_state_config(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    if not value:
+        return
+    try:
+        values = load_config_file(Path(value))
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+    known = {p.name for p in run.params}
+    for name in values:
+        if name not in known:
+            raise click.BadParameter(f"unknown option {name!r} in {value}", ctx, param)
+    picked = {name: values[name] for name in _STATE_KEYS if name in values}
+    ctx.default_map = {**(ctx.default_map or {}), **picked}
+
+
+def _state_options(command: Callable[..., None]) -> Callable[..., None]:
+    """The options every state tool takes: where the state is, and of which engine."""
+    for option in reversed(
+        [
+            click.option(
+                "--config",
+                type=click.Path(dir_okay=False),
+                envvar=_env("config"),
+                callback=_load_state_config,
+                is_eager=True,
+                expose_value=False,
+                help="The run's TOML file: its state-dir, application-id and engine are used.",
+            ),
+            click.option(
+                "--engine",
+                type=click.Choice(ENGINES),
+                default="embedded",
+                show_default=True,
+                envvar=_env("engine"),
+            ),
+            click.option(
+                "--state-dir",
+                type=click.Path(file_okay=False, path_type=Path),
+                default=Path("hydrator-state"),
+                show_default=True,
+                envvar=_env("state_dir"),
+            ),
+            click.option(
+                "--application-id",
+                type=ApplicationId(),
+                default=DEFAULT_APPLICATION_ID,
+                show_default=True,
+                envvar=_env("application_id"),
+            ),
+        ]
+    ):
+        command = option(command)
+    return command
+
+
+@cli.group()
+def state() -> None:
+    """Read an embedded engine's local state (read-only, also beside a running instance)."""
+
+
+def _state_stores(engine: str, state_dir: Path, application_id: str) -> list[Any]:
+    from hydrator.ops.state_tools import holder_pid, task_stores
+
+    if engine == "spark":
+        raise click.UsageError(
+            "the state tools read the embedded engine's stores; the Spark engine keeps its state "
+            f"in Spark's state store, inside the checkpoint "
+            f"({state_dir / application_id / 'checkpoint'}), which they do not read"
+        )
+    stores = task_stores(state_dir, application_id)
+    pid = holder_pid(state_dir, application_id)
+    if pid is not None:
+        click.echo(
+            f"note: process {pid} runs this application; shown as of its last write now",
+            err=True,
+        )
+    return stores
+
+
+def _state_tool(work: Callable[[], int]) -> None:
+    from hydrator.ops.state_tools import StateToolError, StoreUnreadable
+
+    try:
+        code = work()
+    except StateToolError as exc:
+        raise click.UsageError(str(exc)) from None
+    except StoreUnreadable as exc:
+        click.echo(f"Error: {exc}", err=True)
+        code = 1
+    sys.exit(code)
+
+
+@state.command("inspect")
+@_state_options
+@click.option(
+    "--input-topic", help="The key's input topic (default: every input topic the stores hold)."
+)
+@click.option("--key", "key_json", required=True, help="The primary key as JSON: '{\"id\": 1}'.")
+def state_inspect(
+    engine: str, state_dir: Path, application_id: str, input_topic: str | None, key_json: str
+) -> None:
+    """Print a key's stored state: image, position, deleted, parked records, waiting handoffs,
+    updated_at (on the task's processing clock). One JSON object per input topic holding the
+    key; exit 1 when none does."""
+    from hydrator.ops.state_tools import inspect_key, parse_key
+
+    def work() -> int:
+        key = parse_key(key_json)
+        stores = _state_stores(engine, state_dir, application_id)
+        found = inspect_key(stores, key, input_topic)
+        for key_state in found:
+            click.echo(json.dumps(key_state.to_dict(), indent=2, ensure_ascii=False, default=str))
+        if not found:
+            where = f"input topic {input_topic}" if input_topic else "any input topic"
+            click.echo(f"no state for key {key} under {where} in {len(stores)} stores", err=True)
+        return 0 if found else 1
+
+    _state_tool(work)
+
+
+@state.command("stats")
+@_state_options
+@click.option("--json", "as_json", is_flag=True, help="One JSON document instead of a table.")
+def state_stats(engine: str, state_dir: Path, application_id: str, as_json: bool) -> None:
+    """Keys, bytes, tombstones, parked keys and records, waiting handoffs, per task store and in
+    total."""
+    from hydrator.ops.state_tools import all_stats, stats_table
+
+    def work() -> int:
+        per_store, totals = all_stats(_state_stores(engine, state_dir, application_id))
+        if as_json:
+            document = {"stores": [s.to_dict() for s in per_store], "totals": totals.to_dict()}
+            click.echo(json.dumps(document, indent=2))
+        else:
+            click.echo(stats_table(per_store, totals))
+        return 0
+
+    _state_tool(work)
+
+
 def build_config(options: dict[str, Any]) -> RunConfig:
     """Options -> RunConfig; cross-option problems become usage errors naming the options."""
     output_topic, output_suffix = options["output_topic"], options["output_suffix"]
@@ -407,6 +602,8 @@ def build_config(options: dict[str, Any]) -> RunConfig:
         properties = parse_properties(options["kafka_properties"])
     except ClientConfigError as exc:
         raise click.BadParameter(str(exc), param_hint="'-X' / '--kafka-property'") from None
+    if not options["bootstrap_servers"].strip():
+        raise click.BadParameter("no server given", param_hint="'--bootstrap-servers'")
     inputs = _split(options["input_topics"])
     if not inputs:
         raise click.BadParameter("no topic given", param_hint="'--input-topic'")
@@ -477,11 +674,18 @@ def _run_embedded(config: RunConfig) -> int:
     from hydrator.engines.embedded.watchdog import EXIT_TEMPORARY
     from hydrator.kafka.reachability import BrokerUnavailable
 
-    return _guarded(EmbeddedEngine(config).run, CONFIG_ERRORS, (BrokerUnavailable,), EXIT_TEMPORARY)
+    return _guarded(
+        EmbeddedEngine(config).run,
+        run_secrets(config),
+        CONFIG_ERRORS,
+        (BrokerUnavailable,),
+        EXIT_TEMPORARY,
+    )
 
 
 def _guarded(
     run: Callable[[], None],
+    secrets: set[str],
     config_errors: tuple[type[Exception], ...],
     temporary_errors: tuple[type[Exception], ...] = (),
     temporary_exit: int = 1,
@@ -490,11 +694,11 @@ def _guarded(
     try:
         run()
     except config_errors as exc:
-        click.echo(f"Error: {exc}", err=True)
+        click.echo(redact(f"Error: {exc}", secrets), err=True)
         return 2
     except temporary_errors as exc:
         # Not a crash: the broker is missing; a supervisor should try again later.
-        click.echo(f"Error: {exc}", err=True)
+        click.echo(redact(f"Error: {exc}", secrets), err=True)
         return temporary_exit
     except KeyboardInterrupt:
         return 130
@@ -519,7 +723,11 @@ def _run_spark(config: RunConfig, spark: SparkOptions) -> int:
         spark_conf=spark.conf,
         max_offsets_per_trigger=spark.max_offsets_per_trigger,
     )
-    return _guarded(engine.run, (ConfigError, ClientConfigError, TopologyError, StateDirUnusable))
+    return _guarded(
+        engine.run,
+        run_secrets(config, spark),
+        (ConfigError, ClientConfigError, TopologyError, StateDirUnusable),
+    )
 
 
 def main() -> None:

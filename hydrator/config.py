@@ -121,6 +121,22 @@ def parse_size_bytes(text: str) -> int:
     return int(number) * _SIZE_BYTES[(unit or "b").lower()]
 
 
+def format_duration_ms(ms: int) -> str:
+    """The shortest spelling `parse_duration_ms` reads back to exactly `ms`."""
+    for unit, size in sorted(_DURATION_MS.items(), key=lambda item: -item[1]):
+        if ms and ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"
+
+
+def format_size_bytes(size: int) -> str:
+    """The shortest spelling `parse_size_bytes` reads back to exactly `size`."""
+    for unit, factor in (("GB", 1024**3), ("MB", 1024**2), ("KB", 1024)):
+        if size and size % factor == 0:
+            return f"{size // factor}{unit}"
+    return str(size)
+
+
 def load_config_file(path: Path, section: str = "run") -> dict[str, Any]:
     """Option values from a TOML file, keyed by click parameter name (underscores)."""
     try:

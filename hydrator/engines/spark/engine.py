@@ -30,6 +30,7 @@ from hydrator.kafka.admin import TopicSpec, ensure_topics, max_message_bytes, pa
 from hydrator.kafka.client_config import ClientSettings, client_error
 from hydrator.kafka.offsets import OffsetProbe
 from hydrator.kafka.record_limits import TopicLimits
+from hydrator.ops.jumps import JumpWatch
 
 log = logging.getLogger("hydrator.spark")
 TRIGGER_INTERVAL = "500 milliseconds"
@@ -152,7 +153,8 @@ class SparkEngine:
             ledger.stop()
             spark.streams.removeListener(catch_up)
             spark.streams.removeListener(progress)
-            log.info("totals: %s", dict(progress.totals))
+            counts = dict(progress.totals)
+            log.info("totals: %s", counts, extra={"counts": counts})
 
     def _continuous(self, spark: SparkSession, spec: QuerySpec) -> None:
         query = writer(spark, spec).trigger(processingTime=TRIGGER_INTERVAL).start()
@@ -170,7 +172,8 @@ class SparkEngine:
             self._stop_on_signals(query)
             query.awaitTermination()
             run = observed(query)
-            log.info("available-now run: %s", {k: v for k, v in run.items() if v})
+            counts = {k: v for k, v in run.items() if v}
+            log.info("available-now run: %s", counts, extra={"counts": counts})
             if run["handoffs_sent"]:
                 continue  # they are in the handoff topic now: another run applies them
             parked, deadline_ms = parked_summary(
@@ -221,13 +224,16 @@ def observed(query: StreamingQuery) -> Counter[str]:
 
 
 class _Progress(StreamingQueryListener):
-    """Sums the observed counters of every micro-batch and logs a line every interval."""
+    """Sums the observed counters of every micro-batch and logs a line every interval, with a
+    warning when unresolved events or dead letters jump (hydrator/ops/jumps.py)."""
 
     def __init__(self, interval_s: float) -> None:
         self.totals: Counter[str] = Counter()
         self.interval_s = interval_s
         self._last_log = time.monotonic()
         self._rows_since = 0
+        self._rows = 0
+        self._jumps = JumpWatch()
 
     def onQueryStarted(self, event: Any) -> None:
         log.info("query %s started", event.id)
@@ -238,15 +244,23 @@ class _Progress(StreamingQueryListener):
         if row is not None:
             self.totals.update({name: int(row[name] or 0) for name in COUNTERS})
         self._rows_since += progress.numInputRows
+        self._rows += progress.numInputRows
         now = time.monotonic()
         if now - self._last_log >= self.interval_s:
             rate = self._rows_since / (now - self._last_log)
+            counts = {k: v for k, v in self.totals.items() if v}
             log.info(
                 "batch %d: %.0f records/s; totals %s",
                 progress.batchId,
                 rate,
-                {k: v for k, v in self.totals.items() if v},
+                counts,
+                extra={"counts": counts, "records": self._rows, "rate": round(rate, 1)},
             )
+            for jump in self._jumps.check(self.totals, self._rows):
+                log.warning(
+                    jump.describe(),
+                    extra={"counter": jump.counter, "rise": jump.rise, "records": jump.records},
+                )
             self._last_log, self._rows_since = now, 0
 
     def onQueryIdle(self, event: Any) -> None:
