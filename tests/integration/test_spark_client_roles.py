@@ -5,6 +5,7 @@ configuration property")."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -86,8 +87,15 @@ def test_role_properties_reach_their_clients_only(
         "producer.compression.type=lz4",
         "-X",
         "admin.socket.timeout.ms=30000",
+        "--log-format",
+        "json",
     )
     assert done.returncode == 0, done.stderr[-5000:]
+    # The hydrator's own lines are JSON objects (Spark's JVM keeps its log4j format).
+    ours = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+    (totals,) = [line for line in ours if line["message"].startswith("totals:")]
+    assert totals["logger"] == "hydrator.spark" and totals["application_id"] == unique_name
+    assert totals["counts"]["events"] == len(events)
     assert "No such configuration property" not in done.stderr
     for part in ("spark-role-s3cret", "two words"):
         assert part not in done.stdout + done.stderr
