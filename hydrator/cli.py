@@ -16,7 +16,7 @@ import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -48,6 +48,9 @@ from hydrator.ops import logs
 from hydrator.ops.config_show import CONFIG_FILE_META, effective_settings, render, source_of
 from hydrator.ops.logs import LOG_FORMATS
 from hydrator.ops.secrets import redact, secret_values
+
+if TYPE_CHECKING:
+    from hydrator.ops.state_tools import TaskStore
 
 ENGINES = ("spark", "embedded")
 FORMATS = FORMAT_NAMES  # grows as codecs are added to hydrator/formats
@@ -387,16 +390,12 @@ def run_secrets(config: RunConfig, spark: SparkOptions | None = None) -> set[str
     return secret_values(settings, texts)
 
 
-@cli.group()
-def config() -> None:
+@cli.group("config")
+def config_group() -> None:
     """The effective configuration."""
 
 
-@config.command(
-    "show",
-    params=[p for p in run.params],
-    context_settings={"show_default": True},
-)
+@config_group.command("show", params=list(run.params))
 @click.pass_context
 def config_show(ctx: click.Context, **options: Any) -> None:
     """Print the configuration `hydrator run` would use with the same options, and where each
@@ -508,12 +507,12 @@ def _state_options(command: Callable[..., None]) -> Callable[..., None]:
     return command
 
 
-@cli.group()
-def state() -> None:
+@cli.group("state")
+def state_group() -> None:
     """Read an embedded engine's local state (read-only, also beside a running instance)."""
 
 
-def _state_stores(engine: str, state_dir: Path, application_id: str) -> list[Any]:
+def _state_stores(engine: str, state_dir: Path, application_id: str) -> list[TaskStore]:
     from hydrator.ops.state_tools import holder_pid, task_stores
 
     if engine == "spark":
@@ -526,7 +525,8 @@ def _state_stores(engine: str, state_dir: Path, application_id: str) -> list[Any
     pid = holder_pid(state_dir, application_id)
     if pid is not None:
         click.echo(
-            f"note: process {pid} runs this application; shown as of its last write now",
+            f"note: process {pid} runs this application: shown is what it had written when "
+            "the stores were opened",
             err=True,
         )
     return stores
@@ -545,7 +545,7 @@ def _state_tool(work: Callable[[], int]) -> None:
     sys.exit(code)
 
 
-@state.command("inspect")
+@state_group.command("inspect")
 @_state_options
 @click.option(
     "--input-topic", help="The key's input topic (default: every input topic the stores hold)."
@@ -573,7 +573,7 @@ def state_inspect(
     _state_tool(work)
 
 
-@state.command("stats")
+@state_group.command("stats")
 @_state_options
 @click.option("--json", "as_json", is_flag=True, help="One JSON document instead of a table.")
 def state_stats(engine: str, state_dir: Path, application_id: str, as_json: bool) -> None:
