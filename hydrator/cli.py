@@ -114,29 +114,37 @@ def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) 
     """Eager: the file's values become defaults for every other option of the command."""
     if not value:
         return value
+    defaults = _config_defaults(ctx, param, value, ctx.command.params)
+    ctx.meta[CONFIG_FILE_META] = value
+    ctx.default_map = {**(ctx.default_map or {}), **defaults}
+    return value
+
+
+def _config_defaults(
+    ctx: click.Context, param: click.Parameter, path: str, params: list[click.Parameter]
+) -> dict[str, Any]:
+    """The file's values by parameter name; a key that is none of `params` is an error."""
     try:
-        values = load_config_file(Path(value))
+        values = load_config_file(Path(path))
     except ConfigError as exc:
         raise click.BadParameter(str(exc), ctx, param) from None
     # Keys are long option names (input-topic), which is not always the parameter's name
     # (input_topics).
     by_option = {
         opt.lstrip("-").replace("-", "_"): p.name
-        for p in ctx.command.params
+        for p in params
         if isinstance(p, click.Option) and p.name != "config"
         for opt in p.opts
         if opt.startswith("--")
     }
-    ctx.meta[CONFIG_FILE_META] = value
     defaults = {}
     for name, setting in values.items():
         if name not in by_option:
-            raise click.BadParameter(f"unknown option {name!r} in {value}", ctx, param)
+            raise click.BadParameter(f"unknown option {name!r} in {path}", ctx, param)
         if by_option[name] == "kafka_properties" and isinstance(setting, str):
             setting = split_env_properties(setting)  # one string: a property per line
         defaults[by_option[name]] = setting
-    ctx.default_map = {**(ctx.default_map or {}), **defaults}
-    return value
+    return defaults
 
 
 def _split(values: tuple[str, ...] | list[str] | str | None) -> tuple[str, ...]:
@@ -449,21 +457,17 @@ def demo(source: str, events: int, partitions: int, schemas: bool, verbose: bool
 # -- state tools -------------------------------------------------------------------------------
 
 # What the state tools take from a `--config` file written for `run`; its other keys are ignored.
-_STATE_KEYS = ("engine", "state_dir", "application_id")
+_STATE_KEYS = ("engine", "state_dir", "application_id", "format_")
 
 
 def _load_state_config(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    """A file written for `run` (checked as `run` checks it): the state tools take their own
+    options from it."""
     if not value:
         return
-    try:
-        values = load_config_file(Path(value))
-    except ConfigError as exc:
-        raise click.BadParameter(str(exc), ctx, param) from None
-    known = {p.name for p in run.params}
-    for name in values:
-        if name not in known:
-            raise click.BadParameter(f"unknown option {name!r} in {value}", ctx, param)
-    picked = {name: values[name] for name in _STATE_KEYS if name in values}
+    defaults = _config_defaults(ctx, param, value, run.params)
+    own = {p.name for p in ctx.command.params}
+    picked = {name: v for name, v in defaults.items() if name in _STATE_KEYS and name in own}
     ctx.default_map = {**(ctx.default_map or {}), **picked}
 
 
@@ -478,7 +482,8 @@ def _state_options(command: Callable[..., None]) -> Callable[..., None]:
                 callback=_load_state_config,
                 is_eager=True,
                 expose_value=False,
-                help="The run's TOML file: its state-dir, application-id and engine are used.",
+                help="The run's TOML file: its state-dir, application-id, engine and format "
+                "are used.",
             ),
             click.option(
                 "--engine",
@@ -551,8 +556,22 @@ def _state_tool(work: Callable[[], int]) -> None:
     "--input-topic", help="The key's input topic (default: every input topic the stores hold)."
 )
 @click.option("--key", "key_json", required=True, help="The primary key as JSON: '{\"id\": 1}'.")
+@click.option(
+    "--format",
+    "format_",
+    type=click.Choice(FORMATS),
+    default="auto",
+    show_default=True,
+    envvar=_env("format"),
+    help="The run's --format: its codec names the key the state is stored under.",
+)
 def state_inspect(
-    engine: str, state_dir: Path, application_id: str, input_topic: str | None, key_json: str
+    engine: str,
+    state_dir: Path,
+    application_id: str,
+    input_topic: str | None,
+    key_json: str,
+    format_: str,
 ) -> None:
     """Print a key's stored state: image, position, deleted, parked records, waiting handoffs,
     updated_at (on the task's processing clock). One JSON object per input topic holding the
@@ -560,7 +579,7 @@ def state_inspect(
     from hydrator.ops.state_tools import inspect_key, parse_key
 
     def work() -> int:
-        key = parse_key(key_json)
+        key = parse_key(key_json, format_, input_topic)
         stores = _state_stores(engine, state_dir, application_id)
         found = inspect_key(stores, key, input_topic)
         for key_state in found:

@@ -19,8 +19,9 @@ from typing import Any
 
 from rocksdict import AccessType, Options, Rdict
 
-from hydrator.core.keys import InvalidKey, canonical_key
 from hydrator.engines.embedded.clock import CLOCK_KEY, decode_reading
+from hydrator.events import RawRecord
+from hydrator.formats import codec_for
 from state.codec import StateFormatError, decode_state
 from state.record import StateRecord, state_key
 from state.stores.rocksdb import CHANGELOG_OFFSET_KEY, META_PREFIX
@@ -126,12 +127,22 @@ class KeyState:
         return asdict(self)
 
 
-def parse_key(text: str) -> str:
-    """The canonical spelling of a key given as JSON (bare or in a schema envelope)."""
+def parse_key(text: str, format_name: str = "auto", input_topic: str | None = None) -> str:
+    """The key the engine stores a record's state under when the record's Kafka key is `text`:
+    the format's codec names it (for Debezium, the key JSON's canonical spelling, bare or in a
+    schema envelope)."""
+    codec = codec_for(format_name)
+    if not codec.key_in_record_key:
+        raise StateToolError(
+            f"--key: the {codec.name} format keeps a row's identity in the value, not the key"
+        )
     try:
-        return canonical_key(text.encode())
-    except InvalidKey as exc:
+        key = codec.key(RawRecord(input_topic or "", 0, 0, text.encode(), None))
+    except ValueError as exc:  # InvalidKey, BadInput
         raise StateToolError(f"--key: {exc}") from None
+    if key is None:
+        raise StateToolError(f"--key: the {codec.name} format finds no key in {text!r}")
+    return key
 
 
 def inspect_key(

@@ -156,6 +156,14 @@ def test_state_tools_read_a_real_run_beside_the_running_instance_and_after(
 
     check_stores(where, table, source)
     assert "runs this application" not in hydrator("state", "stats", *where).stderr
+    # the run's own config file tells the tools where to look; its other keys are ignored
+    config = tmp_path / "run.toml"
+    config.write_text(
+        f'[run]\nstate-dir = "{state_dir}"\napplication-id = "{unique_name}"\n'
+        f'bootstrap-servers = "{bootstrap}"\ninput-topic = ["{source}"]\nformat = "debezium"\n'
+        'kafka-property = ["linger.ms=5"]\n'
+    )
+    check_stores(["--config", str(config)], table, source)
 
     lines = [orjson.loads(line) for line in log_path.read_text().splitlines() if line.strip()]
     assert all(line["application_id"] == unique_name for line in lines)
@@ -176,3 +184,8 @@ def test_state_tools_refuse_what_they_cannot_read(tmp_path: Path) -> None:
         "state", "inspect", "--state-dir", str(tmp_path), "--application-id", "x", "--key", "{id"
     )
     assert bad_key.returncode == 2 and "--key" in bad_key.stderr
+    config = tmp_path / "run.toml"
+    config.write_text('state-dir = "x"\nhandof-timeout = "5s"\n')
+    misspelt = hydrator("state", "stats", "--config", str(config))
+    assert misspelt.returncode == 2 and "--config" in misspelt.stderr
+    assert "handof_timeout" in misspelt.stderr
