@@ -249,6 +249,13 @@ def cli() -> None:
     help="Debezium's unavailable-value placeholder (hex:... for bytes).",
 )
 @click.option(
+    "--fill-absent",
+    is_flag=True,
+    envvar=_env("fill_absent"),
+    help="Patch streams (--format debezium): a stored column absent from an event was not "
+    "shipped; fill it (in after of c/r/u, before of u/d).",
+)
+@click.option(
     "--fill-before/--no-fill-before", default=True, show_default=True, envvar=_env("fill_before")
 )
 @click.option(
@@ -637,7 +644,9 @@ def build_config(options: dict[str, Any]) -> RunConfig:
         max_parked_records=options["max_parked_records"],
         max_parked_bytes=options["max_parked_bytes"],
     )
-    format_options = FormatOptions(placeholder=options["placeholder"])
+    format_options = FormatOptions(
+        placeholder=options["placeholder"], fill_absent=options["fill_absent"]
+    )
     _check_placeholder(format_options)
     _check_format(options["format_"], format_options)
     return RunConfig(
@@ -678,10 +687,12 @@ def _check_placeholder(options: FormatOptions) -> None:
 
 
 def _check_format(name: str, options: FormatOptions) -> None:
-    from hydrator.formats import codec_for
+    from hydrator.formats import FormatOptionError, codec_for
 
     try:
         codec_for(name, options)
+    except FormatOptionError as exc:
+        raise click.BadParameter(str(exc), param_hint=f"'{exc.option}'") from None
     except ValueError as exc:
         raise click.BadParameter(
             f"{name} is not available yet ({exc})", param_hint="'--format'"

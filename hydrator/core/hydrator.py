@@ -32,7 +32,7 @@ from hydrator.core.settings import (
     OnUnresolved,
     UnresolvedColumnsError,
 )
-from hydrator.events import ChangeEvent, Codec, Headers, Op, Passthrough, RawRecord
+from hydrator.events import Absent, ChangeEvent, Codec, Headers, Op, Passthrough, RawRecord
 from state.handoff import Handoff
 from state.record import StateRecord
 
@@ -138,7 +138,8 @@ class Hydrator:
             if handoff is not None:
                 image = handoff.image
                 state = _settle(replace(state, handoffs=_without(state.handoffs, handoff)), now_ms)
-            elif event.missing_after:
+            elif event.missing_after or event.absent is Absent.MISSING:
+                # a patch stream's CREATE can lack any column of the old row
                 if (full := self._parked_full((), record)) is not None:
                     return self._overflow(state, record, full)
                 waiting = replace(state or StateRecord(), parked=(record,), awaiting=event.old_key)

@@ -10,6 +10,7 @@ import orjson
 
 from hydrator import exact
 from hydrator.events import (
+    Absent,
     BadInput,
     ChangeEvent,
     InvalidKey,
@@ -111,8 +112,10 @@ class DebeziumCodec:
     name = "debezium"
     key_in_record_key = True
 
-    def __init__(self, forms: PlaceholderForms) -> None:
+    def __init__(self, forms: PlaceholderForms, fill_absent: bool = False) -> None:
         self.forms = forms
+        # a patch stream ships only the columns a change wrote (docs/formats.md)
+        self.absent = Absent.MISSING if fill_absent else Absent.DROPPED
 
     def key(self, record: RawRecord) -> str | None:
         """The Kafka key, canonical (its `payload` when in a schema envelope); a null key has
@@ -161,6 +164,7 @@ class DebeziumCodec:
             new_key,
             _route_key(record.key, record.header(NEW_KEY_HEADER)) if new_key else None,
             _Envelope(record.value, root, payload),
+            self.absent,
         )
 
     def encode(self, event: ChangeEvent, patch: Patch) -> bytes:

@@ -8,9 +8,18 @@ from dataclasses import dataclass
 DEFAULT_PLACEHOLDER = "__debezium_unavailable_value"
 
 
+class FormatOptionError(ValueError):
+    """An option the chosen format does not take; `option` is its command-line name."""
+
+    def __init__(self, option: str, message: str) -> None:
+        super().__init__(message)
+        self.option = option
+
+
 @dataclass(frozen=True, slots=True)
 class FormatOptions:
     placeholder: str = DEFAULT_PLACEHOLDER
+    # Debezium patch streams: a stored column absent from an event was not shipped.
     fill_absent: bool = False
 
     @property
