@@ -2,9 +2,9 @@
 parked records as they are). A later release reads every earlier format byte.
 
 Format 1 is plain msgpack. Format 2 is the same layout, and may also hold integers wider than
-64 bits (an image can: JSON numbers have no width) as msgpack extensions (hydrator.exact); it is
-written only for a record that needs them, so state without such numbers stays readable by
-releases that know only format 1.
+64 bits (an image can: JSON numbers have no width) and decimals with their digits as msgpack
+extensions (hydrator.exact); it is written only for a record that needs them, so state without
+such numbers stays readable by releases that know only format 1.
 
 The body is a list of eight fields, and a ninth (per-cell write times) only for a record that
 has them, so records without them keep the bytes earlier releases wrote and read.

@@ -28,7 +28,8 @@ class Handoff:
 
     def encode(self) -> bytes:
         """Version 1: msgpack; version 2 (only when needed, so that releases that know only 1
-        read the others): the image holds integers wider than 64 bits (hydrator.exact)."""
+        read the others): the image holds integers wider than 64 bits or decimals
+        (hydrator.exact)."""
         body = [
             1,
             self.topic,
