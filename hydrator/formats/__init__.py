@@ -5,11 +5,12 @@ name is looked up."""
 from __future__ import annotations
 
 from hydrator.events import Codec
+from hydrator.formats.cockroachdb import CockroachCodec
 from hydrator.formats.debezium import DebeziumCodec
 from hydrator.formats.options import FormatOptionError, FormatOptions
 from hydrator.formats.placeholders import PlaceholderForms
 
-FORMAT_NAMES = ("auto", "debezium")
+FORMAT_NAMES = ("auto", "debezium", "cockroachdb", "cockroach")
 
 
 def codec_for(name: str, options: FormatOptions | None = None) -> Codec:
@@ -25,6 +26,8 @@ def codec_for(name: str, options: FormatOptions | None = None) -> Codec:
         )
     if name in ("auto", "debezium"):
         return DebeziumCodec(PlaceholderForms(options.placeholder_bytes), options.fill_absent)
+    if name in ("cockroachdb", "cockroach"):
+        return CockroachCodec()
     raise ValueError(f"unknown format {name!r}; choose one of {', '.join(FORMAT_NAMES)}")
 
 

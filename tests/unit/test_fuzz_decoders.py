@@ -1,8 +1,9 @@
 """Fuzzing the decoders: real-looking Debezium events (keys, values, key-change headers, schema
-envelopes), mutated by hypothesis into hostile shapes — deep nesting, integers of any width,
-wrong types, lone surrogates, NaN/Infinity text, empty and garbage bytes — and run through the
-core with and without state. No exception may escape, every record must come out as an output,
-a dead letter or a counted drop/park, and the resulting state must survive the state codec.
+envelopes) and CockroachDB changefeed messages, mutated by hypothesis into hostile shapes —
+deep nesting, integers of any width, wrong types, lone surrogates, NaN/Infinity text, empty and
+garbage bytes — and run through the core with and without state. No exception may escape,
+every record must come out as an output, a dead letter or a counted drop/park, and the resulting
+state must survive the state codec.
 
 The events and their mutations are in tests/support/hostile_events.py; `HYDRATOR_FUZZ_EXAMPLES`
 sets how many events each test tries (default: a few seconds' worth).
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 from hydrator import exact
 from hydrator.core import DeadLetter, Handoff, HydrationSettings, Hydrator, RawRecord, Transition
 from hydrator.core.records import HEADER_SOURCE
+from hydrator.formats import codec_for
 from state.codec import decode_state, encode_state
 from state.record import StateRecord
 from tests.support.core import debezium_hydrator, engine_step
@@ -30,6 +32,7 @@ from tests.support.hostile_events import (
     good_record,
     hostile_records,
     key_document,
+    mutated,
     serialize,
 )
 
@@ -146,3 +149,63 @@ def _types(value: Any) -> Any:
     if isinstance(value, list):
         return [_types(item) for item in value]
     return type(value)
+
+
+# -- CockroachDB changefeed messages --------------------------------------------------------------
+
+CRDB_ROW = {"id": 1, "region": "eu", "price": "1.10", "qty": 9223372036854775807, "doc": {"n": 1}}
+
+
+def crdb_value(after: Any, updated: str, diff: bool) -> str:
+    """A wrapped message as CockroachDB writes it, DECIMAL `price` as a number."""
+    text = json.dumps({"after": after, **({"before": None} if diff else {}), "updated": updated})
+    return text.replace('"1.10"', "1.10")
+
+
+@st.composite
+def hostile_changefeed_records(draw: st.DrawFn) -> RawRecord:
+    kind = draw(st.sampled_from(["row", "row", "delete", "resolved"]))
+    updated = (
+        f"{1_700_000_000_000_000_000 + draw(st.integers(-5, 5))}.{draw(st.integers(0, 2)):010d}"
+    )
+    if kind == "resolved":
+        value: Any = {"resolved": updated}
+    else:
+        after = (
+            None if kind == "delete" else {**CRDB_ROW, "qty": draw(st.integers() | WIDE_INTEGERS)}
+        )
+        value = json.loads(crdb_value(after, updated, draw(st.booleans())))
+    key = None if kind == "resolved" and draw(st.booleans()) else draw(mutated([1, "eu"]))
+    raw = draw(mutated(value))
+    if raw is not None and draw(st.booleans()):
+        raw = raw.replace(b'"1.10"', b"1.10")  # a DECIMAL number, where it survived
+    return RawRecord("crdb.t", 0, draw(st.integers(0, 10)), key, raw)
+
+
+def changefeed_states(hydrator: Hydrator) -> list[StateRecord | None]:
+    """No state; a row known at an earlier timestamp; a deleted row."""
+    row = crdb_value(CRDB_ROW, "1699999999999999990.0000000000", False).encode()
+    known = engine_step(hydrator, None, RawRecord("crdb.t", 0, 0, b'[1, "eu"]', row), 0).state
+    gone = b'{"after": null, "updated": "1699999999999999991.0000000000"}'
+    deleted = engine_step(hydrator, known, RawRecord("crdb.t", 0, 1, b'[1, "eu"]', gone), 0).state
+    return [None, known, deleted]
+
+
+@FUZZ
+@given(hostile_changefeed_records())
+def test_no_hostile_changefeed_message_escapes_the_core(record: RawRecord) -> None:
+    hydrator = Hydrator(codec_for("cockroachdb"), SETTINGS)
+    routed = hydrator.route(record)
+    assert routed is None or isinstance(routed, DeadLetter) or routed.encode()
+    for state in changefeed_states(hydrator):
+        step = engine_step(hydrator, state if isinstance(routed, str) else None, record, 1)
+        check(hydrator, record, step)
+        for output in step.emitted:
+            if output.value is not None and output.value != record.value:
+                assert record.value is not None
+                rewritten = exact.loads(output.value, decimals=True)
+                rewritten.pop("before")  # the one member added; the rest as it came
+                assert exact.dumps(rewritten) == exact.dumps(
+                    exact.loads(record.value, decimals=True)
+                )
+                assert output.value.startswith(record.value.rstrip()[:-1])
