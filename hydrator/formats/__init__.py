@@ -1,22 +1,46 @@
 """Envelope formats: each decodes a Kafka record into a neutral ChangeEvent (hydrator.events)
 and renders the core's Patch back into its envelope. This registry is the one place a format's
-name is looked up."""
+name is looked up; `--format auto` chooses among every format listed here."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from hydrator.events import Codec
+from hydrator.formats.auto import AutoCodec
 from hydrator.formats.cockroachdb import CockroachCodec
 from hydrator.formats.debezium import DebeziumCodec
 from hydrator.formats.options import FormatOptionError, FormatOptions
 from hydrator.formats.placeholders import PlaceholderForms
 
-FORMAT_NAMES = ("auto", "debezium", "cockroachdb", "cockroach")
+
+@dataclass(frozen=True)
+class Format:
+    name: str
+    build: Callable[[FormatOptions], Codec]
+    aliases: tuple[str, ...] = ()
+
+
+# The order `--format auto` asks them in: a record is the first format that accepts its value.
+# A format whose values another format's `accepts` would also take comes before that one, with
+# a test in tests/unit/test_auto_format.py showing each format's records land where they belong.
+FORMATS: tuple[Format, ...] = (
+    Format(
+        "debezium",
+        lambda options: DebeziumCodec(
+            PlaceholderForms(options.placeholder_bytes), options.fill_absent
+        ),
+    ),
+    Format("cockroachdb", lambda _: CockroachCodec(), aliases=("cockroach",)),
+)
+
+FORMAT_NAMES = ("auto", *(name for f in FORMATS for name in (f.name, *f.aliases)))
 
 
 def codec_for(name: str, options: FormatOptions | None = None) -> Codec:
-    """The codec for `--format`; `auto` is Debezium until other formats arrive. Raises
-    ValueError naming the format for an unknown one, FormatOptionError for an option the
-    format does not take."""
+    """The codec for `--format`. Raises ValueError naming the format for an unknown one,
+    FormatOptionError for an option the format does not take."""
     options = options or FormatOptions()
     if options.fill_absent and name != "debezium":
         # A patch stream is a property of one producer: `auto` guessing it per record would
@@ -24,11 +48,12 @@ def codec_for(name: str, options: FormatOptions | None = None) -> Codec:
         raise FormatOptionError(
             "--fill-absent", f"only with --format debezium (patch streams), not {name}"
         )
-    if name in ("auto", "debezium"):
-        return DebeziumCodec(PlaceholderForms(options.placeholder_bytes), options.fill_absent)
-    if name in ("cockroachdb", "cockroach"):
-        return CockroachCodec()
+    if name == "auto":
+        return AutoCodec([f.build(options) for f in FORMATS])
+    for f in FORMATS:
+        if name == f.name or name in f.aliases:
+            return f.build(options)
     raise ValueError(f"unknown format {name!r}; choose one of {', '.join(FORMAT_NAMES)}")
 
 
-__all__ = ["FORMAT_NAMES", "FormatOptionError", "FormatOptions", "codec_for"]
+__all__ = ["FORMATS", "FORMAT_NAMES", "Format", "FormatOptionError", "FormatOptions", "codec_for"]

@@ -20,6 +20,7 @@ from hydrator.events import (
     Position,
     RawRecord,
 )
+from hydrator.formats import values
 from hydrator.formats.keys import CACHED_KEY_BYTES, canonical, canonical_key, key_document
 from hydrator.formats.placeholders import PlaceholderForms
 
@@ -49,9 +50,7 @@ def parse_json_object(raw: bytes, what: str) -> dict[str, Any]:
         document = exact.loads(raw)
     except (orjson.JSONDecodeError, exact.ExactJSONError) as exc:
         raise BadInput(f"{what} is not JSON: {exc}") from None
-    if not isinstance(document, dict):
-        raise BadInput(f"{what} is a JSON {type(document).__name__}, not an object")
-    return document
+    return values.as_object(document, what)
 
 
 def unwrap(root: dict[str, Any]) -> tuple[dict[str, Any], Mapping[str, Any] | None]:
@@ -131,7 +130,7 @@ class DebeziumCodec:
     def decode(self, record: RawRecord) -> ChangeEvent | Passthrough:
         if record.value is None:
             return Passthrough("kafka tombstone")
-        root = parse_json_object(record.value, "value")
+        root = values.take_object(record)  # read once, also under --format auto
         payload, schema = unwrap(root)
         raw_op = payload.get("op", _ABSENT)
         op = OPS.get(raw_op) if type(raw_op) is str else None

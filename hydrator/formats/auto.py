@@ -1,0 +1,99 @@
+"""`--format auto`: each record's format told from its value, among every registered format.
+
+The registry hands this codec one codec per format in detection order; a record belongs to the
+first whose `accepts(document)` takes its parsed value, and that codec names its key, decodes
+it and renders its patch. Detection is per record, so one run may read topics of different
+formats (and a topic may mix them). Where two formats' shapes overlap, the order decides, and
+the registry says why it is safe (docs/formats.md, "Telling formats apart").
+
+The value is parsed once per record: detection, the chosen codec's `key` and its `decode` share
+the document through hydrator.formats.values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from hydrator.events import BadInput, ChangeEvent, Codec, Passthrough, Patch, RawRecord
+from hydrator.formats import values
+from hydrator.formats.keys import canonical_key
+
+_FIELDS_SHOWN = 8
+
+
+class _Detected:
+    """An event's envelope under auto: the codec that decoded it, and that codec's envelope."""
+
+    __slots__ = ("codec", "envelope")
+
+    def __init__(self, codec: Codec, envelope: Any) -> None:
+        self.codec = codec
+        self.envelope = envelope
+
+
+class AutoCodec:
+    name = "auto"
+
+    def __init__(self, codecs: Sequence[Codec]) -> None:
+        if not codecs:
+            raise ValueError("--format auto needs at least one format to choose from")
+        self.codecs = tuple(codecs)
+        # Which format a record is comes from its value, so the Kafka key alone names the
+        # record's state only when every format takes its identity from the Kafka key.
+        self.key_in_record_key = all(codec.key_in_record_key for codec in self.codecs)
+        self._tried = ", ".join(codec.name for codec in self.codecs)
+
+    def accepts(self, document: Any) -> bool:
+        return any(codec.accepts(document) for codec in self.codecs)
+
+    def detect(self, document: Any) -> Codec:
+        """The codec of the first format that accepts `document`; BadInput naming every format
+        tried when none does."""
+        for codec in self.codecs:
+            if codec.accepts(document):
+                return codec
+        raise BadInput(
+            f"--format auto: no format takes this value (tried {self._tried}): "
+            f"{_describe(document)}"
+        )
+
+    def key(self, record: RawRecord) -> str | None:
+        """The detected format's key. A Kafka tombstone has no value to tell its format by: its
+        key is the Kafka key read as Debezium reads it, so it stays in line behind the records
+        of its key (null for YDB, whose Kafka keys are null: passed through at once)."""
+        if record.value is None:
+            return None if record.key is None else canonical_key(record.key)
+        return self.detect(values.peek(record)).key(record)
+
+    def decode(self, record: RawRecord) -> ChangeEvent | Passthrough:
+        if record.value is None:
+            return Passthrough("kafka tombstone")
+        codec = self.detect(values.peek(record))
+        decoded = codec.decode(record)
+        if isinstance(decoded, ChangeEvent):
+            decoded.envelope = _Detected(codec, decoded.envelope)
+        return decoded
+
+    def encode(self, event: ChangeEvent, patch: Patch) -> bytes:
+        detected: _Detected = event.envelope
+        # The codec sees its own envelope; the event gets ours back, so encoding it twice works.
+        event.envelope = detected.envelope
+        try:
+            return detected.codec.encode(event, patch)
+        finally:
+            event.envelope = detected
+
+
+def _describe(document: Any) -> str:
+    if isinstance(document, dict):
+        fields = sorted(map(str, document))
+        shown = ", ".join(fields[:_FIELDS_SHOWN]) + (", ..." if len(fields) > _FIELDS_SHOWN else "")
+        return f"a JSON object with fields {shown}" if fields else "an empty JSON object"
+    kind = {list: "array", str: "string", bool: "boolean"}.get(type(document))
+    if kind is None:
+        kind = "null" if document is None else "number"
+    return f"a JSON {kind}, not an object"
+
+
+__all__ = ["AutoCodec"]

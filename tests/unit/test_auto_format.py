@@ -1,0 +1,149 @@
+"""`--format auto`: each record's format is told from its value, among every registered format;
+the value is parsed once; what no format takes is a dead letter naming the formats tried."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hydrator.core import Hydrator, RawRecord
+from hydrator.events import Patch
+from hydrator.formats import FORMAT_NAMES, FORMATS, FormatOptions, codec_for, values
+from hydrator.formats.auto import AutoCodec
+from hydrator.formats.placeholders import PlaceholderForms
+from tests.support.core import engine_step
+from tests.support.debezium_model import DebeziumModel, envelope_schema
+from tests.unit.test_hydration_properties import build_history, expected_by_key, hydrate_log
+
+P = "__debezium_unavailable_value"
+DEBEZIUM_BARE = {
+    "before": None,
+    "after": {"id": 1, "doc": P},
+    "source": {"connector": "postgresql", "lsn": 10},
+    "op": "u",
+    "ts_ms": 1,
+}
+DEBEZIUM_WRAPPED = {"schema": envelope_schema(), "payload": DEBEZIUM_BARE}
+
+# One sample value per format (name -> values), from each format's documented shapes: every
+# registered format must have samples here, and each sample must be detected as its format.
+SAMPLES: dict[str, list[dict[str, Any]]] = {
+    "debezium": [DEBEZIUM_BARE, DEBEZIUM_WRAPPED, {**DEBEZIUM_BARE, "op": "t", "after": None}],
+}
+
+
+def auto() -> AutoCodec:
+    codec = codec_for("auto")
+    assert isinstance(codec, AutoCodec)
+    return codec
+
+
+def record(value: Any, key: bytes | None = b'{"id":1}', topic: str = "t") -> RawRecord:
+    raw = value if isinstance(value, bytes | None) else orjson.dumps(value)
+    return RawRecord(topic, 0, 0, key, raw)
+
+
+def test_every_registered_format_has_samples_and_auto_chooses_among_them_all() -> None:
+    names = [f.name for f in FORMATS]
+    assert sorted(SAMPLES) == sorted(names)
+    assert [c.name for c in auto().codecs] == names
+    assert FORMAT_NAMES[0] == "auto"
+
+
+@pytest.mark.parametrize(
+    ("name", "value"), [(name, v) for name, samples in SAMPLES.items() for v in samples]
+)
+def test_each_sample_is_detected_as_its_own_format(name: str, value: Any) -> None:
+    assert auto().detect(value).name == name
+
+
+def test_auto_hydrates_as_the_detected_format_does_byte_for_byte() -> None:
+    options = FormatOptions()
+    forms = PlaceholderForms(options.placeholder_bytes)
+    for with_schema in (False, True):
+        model = DebeziumModel(forms, with_schema)
+        row = {"id": 1, "small": 1, "txt": "a", "doc": "{}", "bin": None}
+        model.insert({**row, "tags": ["x"], "nums": [1], "ids": [], "attrs": {}})
+        model.update(1, {"small": 2})
+        model.delete(1)
+        mine, theirs = Hydrator(codec_for("auto")), Hydrator(codec_for("debezium"))
+        state_a = state_b = None
+        for rendered in model.log:
+            a = engine_step(mine, state_a, rendered.default, 0)
+            b = engine_step(theirs, state_b, rendered.default, 0)
+            assert a.emitted == b.emitted
+            state_a, state_b = a.state, b.state
+
+
+def test_a_value_no_format_takes_is_a_dead_letter_naming_the_formats_tried() -> None:
+    hydrator = Hydrator(codec_for("auto"))
+    out = engine_step(hydrator, None, record({"hello": "world", "n": 1}), 0)
+    assert not out.emitted
+    tried = ", ".join(f.name for f in FORMATS)
+    assert [d.reason for d in out.dead] == [
+        f"BadInput: --format auto: no format takes this value (tried {tried}): "
+        "a JSON object with fields hello, n"
+    ]
+    for value, said in [
+        (b"[1, 2]", "a JSON array, not an object"),
+        (b"7", "a JSON number, not an object"),
+        (b"null", "a JSON null, not an object"),
+        (b"{}", "an empty JSON object"),
+    ]:
+        assert engine_step(hydrator, None, record(value), 0).dead[0].reason.endswith(said)
+    reason = engine_step(hydrator, None, record(b"not json"), 0).dead[0].reason
+    assert reason.startswith("BadInput: value is not JSON")
+
+
+def test_a_kafka_tombstone_passes_through_keyed_by_its_kafka_key() -> None:
+    hydrator = Hydrator(codec_for("auto"))
+    tombstone = record(None)
+    assert hydrator.route(tombstone) == '{"id":1}'
+    out = engine_step(hydrator, None, tombstone, 0)
+    assert [o.value for o in out.emitted] == [None] and not out.dead
+    assert hydrator.route(record(None, key=None)) is None
+
+
+def test_the_value_is_parsed_once_for_key_and_decode() -> None:
+    codec = auto()
+    raw = record(DEBEZIUM_BARE)
+    codec.key(raw)
+    document = values.peek(raw)  # kept by key(): no second parse
+    event = codec.decode(raw)
+    assert event.envelope.envelope.root is document  # type: ignore[union-attr]
+    assert values.peek(raw) is not document  # decode took it: a later read parses afresh
+
+
+def test_the_kafka_key_alone_names_state_only_when_every_format_says_so() -> None:
+    codec = auto()
+    assert codec.key_in_record_key == all(c.key_in_record_key for c in codec.codecs)
+
+
+def test_encode_hands_the_detected_codec_its_own_envelope_and_can_run_twice() -> None:
+    codec = auto()
+    event = codec.decode(record(DEBEZIUM_BARE))
+    patch = Patch(after={"doc": "full"})
+    first = codec.encode(event, patch)  # type: ignore[arg-type]
+    assert codec.encode(event, patch) == first  # type: ignore[arg-type]
+    assert orjson.loads(first)["after"] == {"id": 1, "doc": "full"}
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), with_schema=st.booleans())
+def test_random_debezium_histories_hydrate_under_auto_as_under_debezium(
+    data: st.DataObject, with_schema: bool
+) -> None:
+    model = DebeziumModel(PlaceholderForms(P.encode()), with_schema)
+    build_history(data, model)
+    outputs = hydrate_log(data, model, Hydrator(codec_for("auto")))
+    expected = expected_by_key(model)
+    assert outputs.keys() == expected.keys()
+    for key, events in expected.items():
+        got = outputs[key]
+        assert [(e["before"], e["after"]) for e in got] == [
+            (e["before"], e["after"]) for e in events
+        ]
