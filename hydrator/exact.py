@@ -164,6 +164,15 @@ def _wide(value: Any) -> bool:
     return False
 
 
+def has_float(document: Any) -> bool:
+    """Whether a document `loads` read without `decimals` holds a number that `decimals` would
+    read as a Decimal (so it must be read again for that)."""
+    try:
+        return _has_float(document)
+    except RecursionError:
+        return True  # the decimals read reports what is too deep
+
+
 def _has_float(value: Any) -> bool:
     """Whether `value` holds a float anywhere (a number with a fraction or an exponent)."""
     kind = type(value)

@@ -37,6 +37,7 @@ from hydrator.events import (
     Position,
     RawRecord,
 )
+from hydrator.formats import values
 from hydrator.formats.keys import CACHED_KEY_BYTES, canonical
 
 # CockroachDB writes an HLC timestamp as "%d.%010d" (wall time in ns, logical counter); some
@@ -75,7 +76,7 @@ class CockroachCodec:
     def decode(self, record: RawRecord) -> ChangeEvent | Passthrough:
         if record.value is None:
             return Passthrough("kafka tombstone")
-        document = _object(record.value)
+        document = _object(record)
         if "after" not in document:
             if "resolved" in document:
                 timestamp(document["resolved"], "resolved")
@@ -158,11 +159,8 @@ def _primary_key(raw: bytes) -> str:
 _cached_primary_key = lru_cache(maxsize=4096)(_primary_key)
 
 
-def _object(raw: bytes) -> dict[str, Any]:
-    try:
-        document = exact.loads(raw, decimals=True)
-    except (orjson.JSONDecodeError, exact.ExactJSONError) as exc:
-        raise BadInput(f"value is not JSON: {exc}") from None
+def _object(record: RawRecord) -> dict[str, Any]:
+    document = values.take(record, decimals=True)  # read once, also under --format auto
     if type(document) is not dict:
         raise BadInput(f"value is a JSON {_kind(document)}, not an object")
     return document

@@ -7,6 +7,10 @@ read (one entry, the RawRecord object itself as its key), and `take`, which `dec
 hands that document over and forgets it. A codec may then change the document it took to render
 its patch: no later reader is handed a changed one.
 
+A format whose numbers can be DECIMAL columns reads with `decimals` (hydrator.exact): a document
+kept from a plain read serves it as it is when it holds no fractional number, else the value is
+read again with decimals, as `exact.loads` itself would.
+
 One entry, replaced whole: threads that share the codecs (the live view's feed) can only miss
 it and read the value again, never get another record's document.
 """
@@ -34,20 +38,21 @@ def peek(record: RawRecord) -> Any:
     return document
 
 
-def take(record: RawRecord) -> Any:
+def take(record: RawRecord, decimals: bool = False) -> Any:
     """The record's value as JSON for `decode`: the document `peek` kept for this record (then
-    forgotten), else a fresh read."""
+    forgotten), else a fresh read. With `decimals`, non-integer numbers are Decimals."""
     global _kept
     kept = _kept
     if kept is not None and kept[0] is record:
         _kept = None
-        return kept[1]
-    return _read(record.value)
+        if not decimals or not exact.has_float(kept[1]):
+            return kept[1]
+    return _read(record.value, decimals)
 
 
-def take_object(record: RawRecord, what: str = "value") -> dict[str, Any]:
+def take_object(record: RawRecord, what: str = "value", decimals: bool = False) -> dict[str, Any]:
     """`take`, for a format whose values are JSON objects."""
-    return as_object(take(record), what)
+    return as_object(take(record, decimals), what)
 
 
 def as_object(document: Any, what: str) -> dict[str, Any]:
@@ -56,11 +61,11 @@ def as_object(document: Any, what: str) -> dict[str, Any]:
     return document
 
 
-def _read(raw: bytes | None) -> Any:
+def _read(raw: bytes | None, decimals: bool = False) -> Any:
     if raw is None:
         raise BadInput("value is null (a Kafka tombstone)")
     try:
-        return exact.loads(raw)
+        return exact.loads(raw, decimals)
     except (orjson.JSONDecodeError, exact.ExactJSONError) as exc:
         raise BadInput(f"value is not JSON: {exc}") from None
 

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from hydrator import exact
 from hydrator.core import Hydrator, RawRecord
 from hydrator.events import Patch
 from hydrator.formats import FORMAT_NAMES, FORMATS, FormatOptions, codec_for, values
@@ -31,9 +32,19 @@ DEBEZIUM_WRAPPED = {"schema": envelope_schema(), "payload": DEBEZIUM_BARE}
 
 # One sample value per format (name -> values), from each format's documented shapes: every
 # registered format must have samples here, and each sample must be detected as its format.
+UPDATED = "1532377312562986715.0000000000"
 SAMPLES: dict[str, list[dict[str, Any]]] = {
     "debezium": [DEBEZIUM_BARE, DEBEZIUM_WRAPPED, {**DEBEZIUM_BARE, "op": "t", "after": None}],
+    "cockroachdb": [
+        {"after": {"id": 1, "name": "Petee"}, "updated": UPDATED},
+        {"after": None, "updated": UPDATED},
+        {"resolved": UPDATED},
+        {"after": {"id": 1}, "before": None, "updated": UPDATED, "mvcc_timestamp": UPDATED},
+        {"after": {"id": 1}, "key": [1], "topic": "t", "updated": UPDATED},
+    ],
 }
+# a record key each format's samples can carry
+SAMPLE_KEYS = {"debezium": b'{"id":1}', "cockroachdb": b"[1]"}
 
 
 def auto() -> AutoCodec:
@@ -116,6 +127,40 @@ def test_the_value_is_parsed_once_for_key_and_decode() -> None:
     event = codec.decode(raw)
     assert event.envelope.envelope.root is document  # type: ignore[union-attr]
     assert values.peek(raw) is not document  # decode took it: a later read parses afresh
+
+
+@pytest.mark.parametrize(
+    ("name", "value"), [(name, v) for name, samples in SAMPLES.items() for v in samples]
+)
+def test_an_engine_step_under_auto_parses_each_value_once(
+    name: str, value: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parses = []
+    loads = exact.loads
+
+    def counted(raw: Any, *args: Any, **kwargs: Any) -> Any:
+        parses.append(raw)
+        return loads(raw, *args, **kwargs)
+
+    monkeypatch.setattr(exact, "loads", counted)
+    raw = record(value, key=SAMPLE_KEYS[name])
+    out = engine_step(Hydrator(codec_for("auto")), None, raw, 0)
+    assert not out.dead, out.dead
+    assert parses.count(raw.value) == 1
+
+
+def test_a_decimal_is_read_as_written_under_auto_as_under_its_format() -> None:
+    first = b'{"after": {"id": 1, "price": 1.10, "big": 123456789012345678901234567890}, '
+    second = b'{"after": {"id": 1, "price": 2.50}, "updated": "2.0"}'
+    history = [first + b'"updated": "1.0"}', second]
+    for name in ("auto", "cockroachdb"):
+        hydrator, state = Hydrator(codec_for(name)), None
+        for value in history:
+            step = engine_step(hydrator, state, record(value, key=b"[1]"), 0)
+            state = step.state
+        assert step.emitted[0].value == second[:-1] + (
+            b', "before": {"id":1,"price":1.10,"big":123456789012345678901234567890}}'
+        )
 
 
 def test_the_kafka_key_alone_names_state_only_when_every_format_says_so() -> None:
