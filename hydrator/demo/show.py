@@ -183,6 +183,64 @@ def render(
     )
 
 
+def render_document(
+    title: str,
+    pair: Pair,
+    note: str,
+    echo: Echo,
+    label: str,
+    width: int | None = None,
+) -> None:
+    """Raw vs enriched for any JSON envelope: a row per member, and a row per column of a member
+    that is an object (an image), marking what the hydrator added or changed."""
+    width = width or min(max(shutil.get_terminal_size((140, 40)).columns, 100), 180)
+    side = (width - NAME_WIDTH - 4) // 2
+    raw, enriched = (
+        orjson.loads(pair.raw.value or b"null"),
+        orjson.loads(pair.enriched.value or b"null"),
+    )
+    echo("")
+    echo(f"== {title} ".ljust(width, "="))
+    key = pair.raw.key.decode("utf-8", "replace") if pair.raw.key is not None else "null"
+    echo(f"Kafka key {_short_text(key, 60)}   raw record {pair.raw.source}")
+    for line in _wrap(note, width):
+        echo(line)
+    echo("")
+    echo(_row("", f"RAW (what {label} shipped)", "ENRICHED (what the hydrator wrote)", side))
+    if not isinstance(raw, dict) or not isinstance(enriched, dict):
+        echo(_row("value", _short(raw, side), _short(enriched, side), side))
+        return
+    for name in [*raw, *(n for n in enriched if n not in raw)]:
+        had, got = raw.get(name, _NOT_THERE), enriched.get(name, _NOT_THERE)
+        if isinstance(got, dict) and got and (had is _NOT_THERE or isinstance(had, dict)):
+            columns = had if isinstance(had, dict) else {}
+            for column, value in got.items():
+                before = columns.get(column, _NOT_THERE)
+                shown = _short(value, side - 12) + _mark(before, value)
+                echo(_row(f"{name}.{column}", _shown(before, side), shown, side))
+        else:
+            echo(_row(name, _shown(had, side), _short(got, side - 12) + _mark(had, got), side))
+    added = [
+        f"{name}={(value or b'').decode()}"
+        for name, value in pair.enriched.headers
+        if name in (HEADER_FILLED, HEADER_UNRESOLVED, HEADER_SOURCE)
+    ]
+    echo(_row("headers", "-", _short_text("+ " + " ".join(added), side), side))
+
+
+_NOT_THERE = object()
+
+
+def _shown(value: Any, width: int) -> str:
+    return "-" if value is _NOT_THERE else _short(value, width)
+
+
+def _mark(had: Any, got: Any) -> str:
+    if had is _NOT_THERE:
+        return "  <- added"
+    return "  <- filled" if had != got else ""
+
+
 def _op(record: Consumed) -> str | None:
     value = payload(record.value)
     return None if value is None else value.get("op")

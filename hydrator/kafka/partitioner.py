@@ -1,4 +1,5 @@
-"""Kafka's default key partitioner, so the engine knows where a key lives without asking.
+"""Where sources put a keyed record: Kafka's default key partitioner, so the engine knows where a
+key lives without asking, and CockroachDB's changefeed placement.
 
 The Java client (and librdkafka's `murmur2_random`) place a keyed record in
 `(murmur2(key) & 0x7fffffff) % partitions`. Debezium produces through the Java client, so this
@@ -40,3 +41,25 @@ def murmur2(data: bytes) -> int:
 
 def partition_for_key(key: bytes, partitions: int) -> int:
     return (murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+_FNV_OFFSET = 0x811C9DC5
+_FNV_PRIME = 0x01000193
+
+
+def fnv1a_32(data: bytes) -> int:
+    h = _FNV_OFFSET
+    for byte in data:
+        h = ((h ^ byte) * _FNV_PRIME) & _MASK
+    return h
+
+
+def changefeed_partition(key: bytes, partitions: int) -> int:
+    """Where CockroachDB's Kafka sink puts a keyed message: its `changefeedPartitioner` wraps
+    Sarama's hash partitioner (the franz-go sink keeps the same placement): the 32-bit FNV-1a
+    hash of the key bytes as a signed 32-bit integer, its remainder by the partition count (Go's
+    `%` keeps the sign), then the absolute value. Messages without a key (`resolved`) go to
+    every partition."""
+    unsigned = fnv1a_32(key)
+    signed = unsigned - (1 << 32) if unsigned >= 1 << 31 else unsigned
+    return abs(signed) % partitions

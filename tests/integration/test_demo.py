@@ -48,3 +48,45 @@ def test_demo_with_a_generated_stream(envelope: str) -> None:
     )
     for shown in ("An UPDATE", "A primary-key change", "A DELETE", "<- filled"):
         assert shown in done.stdout
+
+
+# What each generated feed's demo must show: the titles of its telling records, and what the
+# enriched side adds there.
+FEED_SHOWS = {
+    "cockroachdb": ("An UPDATE", "A DELETE", "before.status", "<- added"),
+}
+
+
+@pytest.mark.parametrize("source", sorted(FEED_SHOWS))
+def test_demo_with_a_generated_feed_of_another_source(source: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "hydrator.cli", "demo", "--source", source, "--events", "300"],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "140"},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    match = COUNTS.search(done.stdout)
+    assert match, done.stdout
+    events, _, unresolved, dead = map(int, match.groups())
+    assert events >= 300
+    assert (unresolved, dead) == (0, 0)
+    checked = re.search(
+        r"^checked (\d+) enriched records against .*: all equal$", done.stdout, re.M
+    )
+    assert checked, done.stdout
+    assert 0 < int(checked.group(1)) <= events
+    for shown in FEED_SHOWS[source]:
+        assert shown in done.stdout, shown
+
+
+def test_schemas_with_a_feed_that_has_no_schema_envelope_is_a_usage_error() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "hydrator.cli", "demo", "--source", "cockroachdb", "--schemas"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "--schemas" in done.stderr
