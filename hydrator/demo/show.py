@@ -192,13 +192,15 @@ def render_document(
     width: int | None = None,
 ) -> None:
     """Raw vs enriched for any JSON envelope: a row per member, and a row per column of a member
-    that is an object (an image), marking what the hydrator added or changed."""
+    the hydrator changed or added (an image), marking what it added or filled. The enriched
+    side is the wider: that is where the long values are."""
     width = width or min(max(shutil.get_terminal_size((140, 40)).columns, 100), 180)
-    side = (width - NAME_WIDTH - 4) // 2
-    raw, enriched = (
-        orjson.loads(pair.raw.value or b"null"),
-        orjson.loads(pair.enriched.value or b"null"),
-    )
+    raw = orjson.loads(pair.raw.value or b"null")
+    enriched = orjson.loads(pair.enriched.value or b"null")
+    rows = _document_rows(raw, enriched)
+    name_width = min(max((len(name) for name, _, _ in rows), default=8), 24)
+    left = (width - name_width - 4) * 2 // 5
+    right = width - name_width - 4 - left
     echo("")
     echo(f"== {title} ".ljust(width, "="))
     key = pair.raw.key.decode("utf-8", "replace") if pair.raw.key is not None else "null"
@@ -206,33 +208,57 @@ def render_document(
     for line in _wrap(note, width):
         echo(line)
     echo("")
-    echo(_row("", f"RAW (what {label} shipped)", "ENRICHED (what the hydrator wrote)", side))
-    if not isinstance(raw, dict) or not isinstance(enriched, dict):
-        echo(_row("value", _short(raw, side), _short(enriched, side), side))
-        return
-    for name in [*raw, *(n for n in enriched if n not in raw)]:
-        had, got = raw.get(name, _NOT_THERE), enriched.get(name, _NOT_THERE)
-        if isinstance(got, dict) and got and (had is _NOT_THERE or isinstance(had, dict)):
-            columns = had if isinstance(had, dict) else {}
-            for column, value in got.items():
-                before = columns.get(column, _NOT_THERE)
-                shown = _short(value, side - 12) + _mark(before, value)
-                echo(_row(f"{name}.{column}", _shown(before, side), shown, side))
-        else:
-            echo(_row(name, _shown(had, side), _short(got, side - 12) + _mark(had, got), side))
+
+    def row(name: str, had: str, got: str) -> str:
+        return f"{name[:name_width].ljust(name_width)}  {had[:left].ljust(left)}  {got[:right]}"
+
+    echo(row("", f"RAW (what {label} shipped)", "ENRICHED (what the hydrator wrote)"))
+    for name, had, got in rows:
+        mark = _mark(had, got)
+        echo(row(name, _shown(had, left), _shown(got, right - len(mark)) + mark))
     added = [
         f"{name}={(value or b'').decode()}"
         for name, value in pair.enriched.headers
         if name in (HEADER_FILLED, HEADER_UNRESOLVED, HEADER_SOURCE)
     ]
-    echo(_row("headers", "-", _short_text("+ " + " ".join(added), side), side))
+    echo(row("headers", "-", _short_text("+ " + " ".join(added), right)))
+
+
+def _document_rows(raw: Any, enriched: Any) -> list[tuple[str, Any, Any]]:
+    """(name, raw value, enriched value) per member. An object the hydrator changed or added is
+    shown column by column, and so is an unchanged one that shares columns with it (the image
+    it was computed from); any other member on one row."""
+    if not isinstance(raw, dict) or not isinstance(enriched, dict):
+        return [("value", raw, enriched)]
+    names = [*raw, *(n for n in enriched if n not in raw)]
+    touched = {
+        column
+        for name in names
+        if isinstance(got := enriched.get(name), dict) and raw.get(name, _NOT_THERE) != got
+        for column in got
+    }
+    rows: list[tuple[str, Any, Any]] = []
+    for name in names:
+        had, got = raw.get(name, _NOT_THERE), enriched.get(name, _NOT_THERE)
+        image = isinstance(got, dict) and got and (had != got or not touched.isdisjoint(got))
+        if image and (had is _NOT_THERE or had is None or isinstance(had, dict)):
+            columns = had if isinstance(had, dict) else {}
+            rows += [(f"{name}.{c}", columns.get(c, _NOT_THERE), v) for c, v in got.items()]
+        else:
+            rows.append((name, had, got))
+    return rows
 
 
 _NOT_THERE = object()
 
 
 def _shown(value: Any, width: int) -> str:
-    return "-" if value is _NOT_THERE else _short(value, width)
+    if value is _NOT_THERE:
+        return "-"
+    text = orjson.dumps(value).decode()
+    if len(text) <= width:
+        return text
+    return _short_text(text, width) if isinstance(value, dict) else _short(value, width)
 
 
 def _mark(had: Any, got: Any) -> str:

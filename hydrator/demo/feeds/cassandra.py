@@ -96,15 +96,17 @@ class CassandraFeed:
                     'seen, marked "set": false: filled, not written.',
                 )
             )
-        copies = [p for p in _copies(pairs) if _filled(p)]
+        copies = [(copy, first) for copy, first in _copies(pairs) if _op(copy) == "u"]
         if copies:
+            copy, first = max(copies, key=lambda c: _differences(*c))
             shown.append(
                 Showcase(
                     "The same UPDATE again, from another replica, after newer writes",
-                    copies[0],
+                    copy,
                     "Every replica's connector sends the event, in the order writes reached "
                     "its node. Cells are ordered by write time (source.ts_us): the copy's own "
-                    "cells stay as written, its null ones get the latest values.",
+                    "cells stay as written, its null ones get the latest values, which differ "
+                    f"from what the first delivery ({first.raw.source}) was filled with.",
                 )
             )
         return shown
@@ -185,19 +187,28 @@ def _cell(value: Any, deletion_ts: int | None = None) -> Cell:
     return {"value": value, "deletion_ts": deletion_ts, "set": True}
 
 
-def _copies(pairs: Sequence[Pair]) -> list[Pair]:
-    """Events that arrived before, from another replica: same key, same write time."""
-    seen: set[tuple[bytes | None, int]] = set()
+def _copies(pairs: Sequence[Pair]) -> list[tuple[Pair, Pair]]:
+    """(copy, first delivery) of the events that arrived again from another replica: same key,
+    same write time."""
+    first: dict[tuple[bytes | None, int], Pair] = {}
     copies = []
     for pair in sorted(pairs, key=lambda p: (p.raw.partition, p.raw.offset)):
         document = json.loads(pair.raw.value or b"null")
         if not isinstance(document, dict):
             continue
         mutation = (pair.raw.key, document["source"]["ts_us"])
-        if mutation in seen:
-            copies.append(pair)
-        seen.add(mutation)
+        if mutation in first:
+            copies.append((pair, first[mutation]))
+        else:
+            first[mutation] = pair
     return copies
+
+
+def _differences(copy: Pair, first: Pair) -> int:
+    """How many cells the copy was filled with differently from its first delivery."""
+    now = json.loads(copy.enriched.value or b"null")["after"]
+    then = json.loads(first.enriched.value or b"null")["after"]
+    return sum(now[column] != then.get(column) for column in _filled(copy))
 
 
 def _op(pair: Pair) -> str | None:
