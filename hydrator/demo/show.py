@@ -226,8 +226,8 @@ def render_document(
 
 def _document_rows(raw: Any, enriched: Any) -> list[tuple[str, Any, Any]]:
     """(name, raw value, enriched value) per member. An object the hydrator changed or added is
-    shown column by column, and so is an unchanged one that shares columns with it (the image
-    it was computed from); any other member on one row."""
+    shown column by column, and so is an unchanged one whose columns are all among those (the
+    image it was computed from); any other member on one row."""
     if not isinstance(raw, dict) or not isinstance(enriched, dict):
         return [("value", raw, enriched)]
     names = [*raw, *(n for n in enriched if n not in raw)]
@@ -240,7 +240,7 @@ def _document_rows(raw: Any, enriched: Any) -> list[tuple[str, Any, Any]]:
     rows: list[tuple[str, Any, Any]] = []
     for name in names:
         had, got = raw.get(name, _NOT_THERE), enriched.get(name, _NOT_THERE)
-        image = isinstance(got, dict) and got and (had != got or not touched.isdisjoint(got))
+        image = isinstance(got, dict) and got and (had != got or got.keys() <= touched)
         if image and (had is _NOT_THERE or had is None or isinstance(had, dict)):
             columns = had if isinstance(had, dict) else {}
             rows += [(f"{name}.{c}", columns.get(c, _NOT_THERE), v) for c, v in got.items()]

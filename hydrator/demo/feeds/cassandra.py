@@ -168,7 +168,7 @@ class CassandraFeed:
         rng = self.rng
         return {
             "name": _cell(rng.choice(["Ada", "Grace", "Alan", "Edsger", "Barbara"])),
-            "email": _cell(f"u{rng.getrandbits(24):06x}@example.org"),
+            "email": _cell(f"u{rng.getrandbits(16):04x}@ex.io"),
             "city": _cell(rng.choice(CITIES)),
             "score": _cell(rng.randint(0, 100)),
             "note": _cell(rng.choice([None, "vip", "prefers email"])),
@@ -204,11 +204,13 @@ def _copies(pairs: Sequence[Pair]) -> list[tuple[Pair, Pair]]:
     return copies
 
 
-def _differences(copy: Pair, first: Pair) -> int:
-    """How many cells the copy was filled with differently from its first delivery."""
+def _differences(copy: Pair, first: Pair) -> tuple[int, int]:
+    """How many cells the copy was filled with differently from its first delivery (those with
+    a value first: a deleted cell's null tells less)."""
     now = json.loads(copy.enriched.value or b"null")["after"]
     then = json.loads(first.enriched.value or b"null")["after"]
-    return sum(now[column] != then.get(column) for column in _filled(copy))
+    changed = [now[column] for column in _filled(copy) if now[column] != then.get(column)]
+    return sum(cell["value"] is not None for cell in changed), len(changed)
 
 
 def _op(pair: Pair) -> str | None:
