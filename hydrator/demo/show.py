@@ -7,8 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
+from hydrator import exact
 from hydrator.core.records import HEADER_FILLED, HEADER_SOURCE, HEADER_UNRESOLVED
 from hydrator.demo.publish import Consumed
 from hydrator.demo.truth import payload
@@ -195,8 +194,9 @@ def render_document(
     the hydrator changed or added (an image), marking what it added or filled. The enriched
     side is the wider: that is where the long values are."""
     width = width or min(max(shutil.get_terminal_size((140, 40)).columns, 100), 180)
-    raw = orjson.loads(pair.raw.value or b"null")
-    enriched = orjson.loads(pair.enriched.value or b"null")
+    # numbers as written (a DECIMAL's 12.30 is shown as 12.30)
+    raw = exact.loads(pair.raw.value or b"null", decimals=True)
+    enriched = exact.loads(pair.enriched.value or b"null", decimals=True)
     rows = _document_rows(raw, enriched)
     name_width = min(max((len(name) for name, _, _ in rows), default=8), 24)
     left = (width - name_width - 4) * 2 // 5
@@ -255,7 +255,7 @@ _NOT_THERE = object()
 def _shown(value: Any, width: int) -> str:
     if value is _NOT_THERE:
         return "-"
-    text = orjson.dumps(value).decode()
+    text = exact.dumps(value).decode()
     if len(text) <= width:
         return text
     return _short_text(text, width) if isinstance(value, dict) else _short(value, width)
@@ -278,13 +278,13 @@ def _row(name: str, left: str, right: str, side: int) -> str:
 
 def _short(value: Any, width: int) -> str:
     """A value abbreviated to `width`: long strings and lists say how long they are."""
-    text = orjson.dumps(value).decode()
+    text = exact.dumps(value).decode()
     if len(text) <= width:
         return text
     if isinstance(value, str):
         return f'"{value[: max(width - 24, 8)]}..." ({len(value)} chars)'
     if isinstance(value, list):
-        head = orjson.dumps(value[:3]).decode()[:-1]
+        head = exact.dumps(value[:3]).decode()[:-1]
         return f"{head[: max(width - 20, 8)]},...] ({len(value)} items)"
     if isinstance(value, dict):
         return f"{{...}} ({len(value)} keys)"

@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+from hydrator.demo.feeds import FEEDS
+
 pytestmark = pytest.mark.integration
 
 COUNTS = re.compile(
@@ -54,10 +56,12 @@ def test_demo_with_a_generated_stream(envelope: str) -> None:
 # enriched side adds there.
 FEED_SHOWS = {
     "cockroachdb": ("An UPDATE", "A DELETE", "before.status", "<- added"),
+    "ydb": ("An UPDATE", "A REPLACE", "A DELETE", "newImage.plan", "oldImage.name", "<- added"),
+    "cassandra": ("An UPDATE", "another replica", '"set":false}  <- filled'),
 }
 
 
-@pytest.mark.parametrize("source", sorted(FEED_SHOWS))
+@pytest.mark.parametrize("source", sorted(FEEDS))
 def test_demo_with_a_generated_feed_of_another_source(source: str) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "hydrator.cli", "demo", "--source", source, "--events", "300"],
