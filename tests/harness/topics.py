@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from confluent_kafka import (
@@ -63,9 +63,11 @@ def produce(
     topic: str,
     records: Iterable[tuple[bytes | None, bytes | None, Headers]],
     pace: tuple[int, float] | None = None,
+    partitions: Sequence[int] | None = None,
 ) -> list[tuple[int, int]]:
-    """Produce keyed records as Kafka Connect would (Java partitioner); returns (partition,
-    offset) of each, in order. `pace=(n, seconds)` flushes and pauses after every n records."""
+    """Produce keyed records as Kafka Connect would (Java partitioner), or each to the partition
+    `partitions` names (a producer with another partitioner); returns (partition, offset) of
+    each, in order. `pace=(n, seconds)` flushes and pauses after every n records."""
     producer = Producer(
         {
             "bootstrap.servers": bootstrap_servers,
@@ -85,7 +87,15 @@ def produce(
 
         while True:
             try:
-                producer.produce(topic, value, key, headers=headers or None, on_delivery=delivered)
+                placement = {} if partitions is None else {"partition": partitions[i]}
+                producer.produce(
+                    topic,
+                    value,
+                    key,
+                    headers=headers or None,
+                    on_delivery=delivered,
+                    **placement,
+                )
                 break
             except BufferError:
                 producer.poll(0.1)

@@ -13,6 +13,7 @@ from hydrator.core.records import HEADER_ERROR
 from hydrator.core.settings import OnStale
 from hydrator.formats import FORMAT_NAMES, codec_for
 from hydrator.formats.cockroachdb import CockroachCodec
+from hydrator.kafka.partitioner import changefeed_partition
 from state.record import StateRecord
 from tests.support.core import engine_step
 
@@ -206,6 +207,22 @@ def test_auto_detection_shapes() -> None:
     assert not codec.accepts({"schema": {}, "payload": {"after": {}}})
     assert not codec.accepts({"key": [1], "update": {}})  # YDB
     assert not codec.accepts([1])
+
+
+def test_the_end_to_end_partitioner_places_keys_as_cockroachdb_does() -> None:
+    """CockroachDB's own reference placements (TestChangefeedConsistentPartitioning: keys over
+    1031 partitions, which it keeps across upgrades)."""
+    reference = {
+        b"0": 1003,
+        b"01": 351,
+        b"10": 940,
+        b"a": 292,
+        b"\x00": 732,
+        b"\xff \xff": 164,
+        b"a" * 2048: 755,
+        b"a" * 2047 + b"A": 592,
+    }
+    assert {key: changefeed_partition(key, 1031) for key in reference} == reference
 
 
 # -- bad input ------------------------------------------------------------------------------------
