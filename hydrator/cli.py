@@ -89,6 +89,15 @@ class Size(click.ParamType):
             self.fail(str(exc), param, ctx)
 
 
+class SizeOrOff(Size):
+    """A size, or `off` (also 0): the feature is disabled (0)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, str) and value.strip().lower() == "off":
+            return 0
+        return super().convert(value, param, ctx)
+
+
 class ApplicationId(click.ParamType):
     name = "id"
 
@@ -326,6 +335,15 @@ def cli() -> None:
     show_default=True,
     envvar=_env("state_cache_bytes"),
     help="Embedded: memory for decoded states kept between records, shared by all tasks.",
+)
+@click.option(
+    "--large-value-threshold",
+    type=SizeOrOff(),
+    default="2KB",
+    show_default=True,
+    envvar=_env("large_value_threshold"),
+    help="Column values larger than this are stored compressed, and (embedded) under their "
+    "own key, written only when they change; 0 or off keeps every value in the row.",
 )
 @click.option(
     "--commit-interval",
@@ -666,6 +684,7 @@ def build_config(options: dict[str, Any]) -> RunConfig:
         hydration=hydration,
         commit_interval_ms=options["commit_interval"],
         state_cache_bytes=options["state_cache_bytes"],
+        large_value_threshold=options["large_value_threshold"] or None,
         progress_interval_s=options["progress_interval"] / 1000,
         startup_timeout_ms=options["startup_timeout"],
     )

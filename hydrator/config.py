@@ -80,6 +80,9 @@ class RunConfig:
     startup_timeout_ms: int = 300_000
     # Embedded: the decoded-state cache budget of the process, shared by its tasks.
     state_cache_bytes: int = 64 * 1024 * 1024
+    # Column values over this many bytes (packed) are kept compressed and apart from the row
+    # (state/large.py); None keeps every value in the row.
+    large_value_threshold: int | None = 2048
 
 
 @dataclass(frozen=True)

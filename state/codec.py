@@ -6,6 +6,10 @@ Format 1 is plain msgpack. Format 2 is the same layout, and may also hold intege
 extensions (hydrator.exact); it is written only for a record that needs them, so state without
 such numbers stays readable by releases that know only format 1.
 
+Format 3 is format 2 whose image may hold large values (state/large.py) as msgpack extensions
+(LARGE_VALUE: digest, packed size, and the compressed bytes when they are kept inline); it is
+written only for a record that holds one, so every other record keeps format 1 or 2.
+
 The body is a list of eight fields, and a ninth (per-cell write times) only for a record that
 has them, so records without them keep the bytes earlier releases wrote and read.
 """
@@ -17,11 +21,20 @@ import msgpack
 from hydrator import exact
 from hydrator.events import RawRecord
 from state.handoff import Handoff
+from state.large import (
+    InlineReader,
+    LargeValue,
+    LargeValueReader,
+    LazyImage,
+    has_refs,
+)
 from state.record import StateRecord
 
 FORMAT_V1 = 1
 FORMAT_V2 = 2
-FORMATS = (FORMAT_V1, FORMAT_V2)
+FORMAT_V3 = 3
+FORMATS = (FORMAT_V1, FORMAT_V2, FORMAT_V3)
+LARGE_VALUE = 2  # msgpack extension type code (exact.WIDE_INT is 1)
 
 
 class StateFormatError(ValueError):
@@ -29,8 +42,11 @@ class StateFormatError(ValueError):
 
 
 def encode_state(record: StateRecord) -> bytes:
+    """The record's bytes. Its image may be a LazyImage, or hold LargeValue cells (from
+    `state.large.outline`): those are written as references (format 3), never read."""
+    image = record.image
     body = [
-        record.image,
+        image.cells if type(image) is LazyImage else image,
         list(record.pos) if record.pos is not None else None,
         record.deleted,
         record.updated_at_ms,
@@ -41,20 +57,30 @@ def encode_state(record: StateRecord) -> bytes:
     ]
     if record.cell_times is not None:
         body.append(record.cell_times)
-    packed, wide = exact.pack(body)
+    try:
+        packed, wide = exact.pack(body)
+    except TypeError:  # a LargeValue: msgpack packs only what it knows
+        return bytes([FORMAT_V3]) + msgpack.packb(body, use_bin_type=True, default=_pack_ext)
     return bytes([FORMAT_V2 if wide else FORMAT_V1]) + packed
 
 
-def decode_state(data: bytes) -> StateRecord:
+def decode_state(data: bytes, reader: LargeValueReader | None = None) -> StateRecord:
+    """The record in `data`. An image holding large values comes back as a LazyImage reading
+    them through `reader` (by default, from the bytes inline)."""
     if not data:
         raise StateFormatError("empty state record")
     if data[0] not in FORMATS:
-        raise StateFormatError(f"unknown state format byte {data[0]} (this release reads 1, 2)")
+        raise StateFormatError(f"unknown state format byte {data[0]} (this release reads 1, 2, 3)")
     try:
-        body = exact.unpack(data[1:], strict_map_key=False)
+        if data[0] == FORMAT_V3:
+            body = msgpack.unpackb(data[1:], raw=False, strict_map_key=False, ext_hook=_unpack_ext)
+        else:
+            body = exact.unpack(data[1:], strict_map_key=False)
         if not isinstance(body, list) or len(body) not in (8, 9):
             raise ValueError("not a list of 8 or 9 fields")
         image, pos, deleted, updated_at, handoffs, parked, awaiting, waiting = body[:8]
+        if data[0] == FORMAT_V3 and isinstance(image, dict) and has_refs(image):
+            image = LazyImage(image, reader if reader is not None else InlineReader())
         return StateRecord(
             image=image,
             pos=tuple(pos) if pos is not None else None,
@@ -69,3 +95,27 @@ def decode_state(data: bytes) -> StateRecord:
     except (ValueError, TypeError, msgpack.UnpackException) as exc:
         # whatever the bytes hold, they are not a state record: say so, never crash differently
         raise StateFormatError(f"corrupt state record: {type(exc).__name__}: {exc}") from None
+
+
+def _pack_ext(obj: object) -> msgpack.ExtType | dict:
+    if type(obj) is LargeValue:
+        fields = [obj.digest, obj.size, obj.compressed]
+        return msgpack.ExtType(LARGE_VALUE, msgpack.packb(fields, use_bin_type=True))
+    if type(obj) is LazyImage:
+        return obj.cells
+    if isinstance(obj, int):
+        return msgpack.ExtType(exact.WIDE_INT, str(int(obj)).encode())
+    raise TypeError(f"cannot pack a {type(obj).__name__}")
+
+
+def _unpack_ext(code: int, data: bytes) -> object:
+    if code == LARGE_VALUE:
+        digest, size, compressed = msgpack.unpackb(data, raw=False)
+        if not (
+            isinstance(digest, bytes) and type(size) is int and isinstance(compressed, bytes | None)
+        ):
+            raise ValueError("a large value reference with fields of the wrong type")
+        return LargeValue(digest, size, compressed)
+    if code == exact.WIDE_INT:
+        return int(data)
+    raise ValueError(f"unknown msgpack extension type {code}")

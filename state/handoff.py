@@ -26,6 +26,12 @@ class Handoff:
     source: str
     route_key: bytes | None = None
 
+    def __post_init__(self) -> None:
+        # The old image leaves its key, whose large values (state/large.py) are collected once
+        # the key's delete commits: a handoff carries every value itself.
+        if self.image is not None and type(self.image) is not dict:
+            object.__setattr__(self, "image", dict(self.image))
+
     def encode(self) -> bytes:
         """Version 1: msgpack; version 2 (only when needed, so that releases that know only 1
         read the others): the image holds integers wider than 64 bits or decimals

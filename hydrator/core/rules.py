@@ -12,6 +12,7 @@ from hydrator import exact
 from hydrator.core.settings import HydrationSettings, OnUnresolved
 from hydrator.events import Absent, ChangeEvent, Image, Op, Patch, Position
 from state.handoff import Handoff
+from state.large import materialized
 from state.record import StateRecord
 
 
@@ -116,9 +117,9 @@ def fill_absent(event_image: Image, image: Image | None, into: dict[str, Any]) -
     """A patch stream's rule 1: every column of the stored image that the event's image does
     not name was not shipped: copy it into `into`."""
     if image is not None:
-        for column, value in image.items():
+        for column in image:  # not items(): a large value is read only when it is copied
             if column not in event_image:
-                into[column] = value
+                into[column] = image[column]
 
 
 def _fill_before(
@@ -128,7 +129,8 @@ def _fill_before(
     before = event.before
     if before is None or is_key_only(before, event.key_columns):
         if settings.fill_before and image is not None:
-            patch.whole_before = image
+            # every value of it is rendered: read the large ones now (state/large.py)
+            patch.whole_before = materialized(image)
         return []
     unresolved = fill(event.missing_before, image, patch.before)
     if event.absent is Absent.MISSING:

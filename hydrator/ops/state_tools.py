@@ -23,6 +23,7 @@ from hydrator.engines.embedded.clock import CLOCK_KEY, decode_reading
 from hydrator.events import RawRecord
 from hydrator.formats import codec_for
 from state.codec import StateFormatError, decode_state
+from state.large import NOT_AT_HAND, LargeValue, is_store_key, store_key, unpack_value
 from state.record import StateRecord, state_key
 from state.stores.rocksdb import CHANGELOG_OFFSET_KEY, META_PREFIX
 
@@ -158,7 +159,8 @@ def inspect_key(
             for topic in topics:
                 data = db.get(state_key(topic, key))
                 if data is not None:
-                    found.append(_key_state(store.partition, topic, key, data))
+                    reader = _StoreValues(db, state_key(topic, key))
+                    found.append(_key_state(store.partition, topic, key, data, reader))
         finally:
             db.close()
     return found
@@ -175,17 +177,35 @@ def _topics(db: Rdict) -> Iterator[str]:
         it.seek(topic + b"\x01")
 
 
-def _key_state(partition: int, topic: str, key: str, data: bytes) -> KeyState:
+class _StoreValues:
+    """Reads a row's large values (state/large.py) from a read-only store."""
+
+    def __init__(self, db: Rdict, owner: bytes) -> None:
+        self._db = db
+        self._owner = owner
+
+    def read(self, ref: LargeValue) -> Any:
+        blob = self._db.get(store_key(self._owner, ref.digest))
+        if blob is None:
+            raise StateFormatError(f"large value {ref.digest.hex()} is missing from the store")
+        return unpack_value(blob)
+
+    def peek(self, ref: LargeValue) -> Any:
+        return NOT_AT_HAND
+
+
+def _key_state(partition: int, topic: str, key: str, data: bytes, reader: _StoreValues) -> KeyState:
     try:
-        record = decode_state(data)
-    except StateFormatError as exc:
+        record = decode_state(data, reader)
+        image = dict(record.image) if record.image is not None else None
+    except (StateFormatError, ValueError) as exc:
         return KeyState(partition, topic, key, len(data), unreadable=str(exc))
     return KeyState(
         partition,
         topic,
         key,
         len(data),
-        image=record.image,
+        image=image,
         position=list(record.pos) if record.pos is not None else None,
         deleted=record.deleted,
         updated_at_ms=record.updated_at_ms,
@@ -208,7 +228,8 @@ def _parked_bytes(record: StateRecord) -> int:
 class StoreStats:
     partition: int | None  # None for the totals
     keys: int = 0
-    bytes: int = 0  # keys and encoded states
+    bytes: int = 0  # keys and encoded states, with their large values
+    large_values: int = 0  # column values kept apart from their rows, compressed
     tombstones: int = 0  # deleted rows kept to drop late older events
     parked_keys: int = 0  # keys whose records wait for a key change's old image
     parked_records: int = 0
@@ -223,6 +244,7 @@ class StoreStats:
         for name in (
             "keys",
             "bytes",
+            "large_values",
             "tombstones",
             "parked_keys",
             "parked_records",
@@ -247,6 +269,10 @@ def store_stats(store: TaskStore) -> StoreStats:
         stats.clock_ms = decode_reading(db.get(CLOCK_KEY))
         for raw_key, data in db.items():
             key = bytes(raw_key)
+            if is_store_key(key):
+                stats.large_values += 1
+                stats.bytes += len(key) + len(data)
+                continue
             if key.startswith(META_PREFIX):
                 continue
             topic = key.split(b"\x00", 1)[0].decode(errors="replace")
@@ -295,6 +321,7 @@ _COLUMNS = (
     ("partition", "partition"),
     ("keys", "keys"),
     ("bytes", "bytes"),
+    ("large_values", "large values"),
     ("tombstones", "tombstones"),
     ("parked_keys", "parked keys"),
     ("parked_records", "parked records"),

@@ -70,6 +70,12 @@ class RocksDBStore:
             if not key.startswith(META_PREFIX):
                 yield key, data
 
+    def keys_with_prefix(self, prefix: bytes) -> Iterator[bytes]:
+        for key in self._db.keys(from_key=prefix):
+            if not key.startswith(prefix):
+                return
+            yield key
+
     def apply(self, changes: Mapping[bytes, bytes | None], changelog_offset: int) -> None:
         """Write encoded records (None deletes) and the changelog offset they bring the store to,
         atomically."""

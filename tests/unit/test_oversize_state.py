@@ -3,14 +3,19 @@ forgets the key instead and dead-letters what it loses, with the reason."""
 
 from __future__ import annotations
 
+import base64
+import os
 from collections import Counter
 from pathlib import Path
+
+import orjson
 
 from hydrator.core.records import HEADER_ERROR
 from hydrator.engines.embedded.task import CHANGELOG_HEADER_BYTES, Task
 from hydrator.engines.embedded.topology import Topology
 from hydrator.events import RawRecord
 from hydrator.kafka.record_limits import TopicLimits
+from state.large import STORE_PREFIX, is_store_key
 from state.record import state_key
 from state.stores.rocksdb import RocksDBStore
 from tests.harness.cdc_events import ToastTable, key_bytes
@@ -21,10 +26,22 @@ LIMIT = 20_000 + CHANGELOG_HEADER_BYTES
 TOPOLOGY = Topology("app", {"t": "t.out"}, 1, TopicLimits(10**6, 10**6, LIMIT, 10**6))
 
 
-def _task(tmp_path: Path) -> tuple[Task, RecordingSink, Counter[str]]:
+def _task(
+    tmp_path: Path, large_value_threshold: int | None = None
+) -> tuple[Task, RecordingSink, Counter[str]]:
+    """Large values are kept in the row unless asked (the row is then as large as its value)."""
     sink, counts = RecordingSink(), Counter[str]()
     store = RocksDBStore(tmp_path / "store")
-    return Task(0, debezium_hydrator(), store, TOPOLOGY, sink, counts), sink, counts
+    task = Task(
+        0,
+        debezium_hydrator(),
+        store,
+        TOPOLOGY,
+        sink,
+        counts,
+        large_value_threshold=large_value_threshold,
+    )
+    return task, sink, counts
 
 
 def test_a_state_over_the_changelog_limit_is_dropped_with_a_dead_letter(tmp_path: Path) -> None:
@@ -66,3 +83,27 @@ def test_records_parked_on_a_dropped_state_go_to_the_dlq(tmp_path: Path) -> None
     assert [d.value for d in parked_dead] == [value for _, value, _ in records]
     assert all(key == key_bytes(2) for key in (d.key for d in parked_dead))
     assert task.parked_count == 0
+
+
+def test_a_large_value_kept_apart_lets_the_row_fit_but_not_one_over_the_limit(
+    tmp_path: Path,
+) -> None:
+    task, sink, counts = _task(tmp_path, large_value_threshold=2048)
+    compressible = ToastTable(doc_size=30_000)  # compresses to well under the limit
+    noise = ToastTable(doc_size=30_000)
+    raw_key, value, headers = noise.insert(2)
+    document = orjson.loads(value)
+    document["after"]["doc"] = base64.b64encode(os.urandom(30_000)).decode()  # incompressible
+    records = [compressible.insert(1), (raw_key, orjson.dumps(document), headers)]
+    for offset, (key, value, headers) in enumerate(records):
+        task.process(RawRecord("t", 0, offset, key, value, tuple(headers)), task.now_ms())
+
+    changes = task.changes()
+
+    kept, dropped = state_key("t", '{"id":1}'), state_key("t", '{"id":2}')
+    assert changes[kept] is not None and len(changes[kept]) < 1000
+    values = [key for key in changes if is_store_key(key)]
+    assert len(values) == 1 and values[0].startswith(STORE_PREFIX + kept)
+    assert changes[dropped] is None and counts["oversize_states"] == 1
+    (dead,) = sink.dead_letters
+    assert '{"id":2}' in dict(dead.headers)[HEADER_ERROR].decode()

@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+from hydrator import exact
 from hydrator.engines.embedded.task import CACHE_ENTRY_OVERHEAD, Task
 from hydrator.engines.embedded.topology import Topology
 from hydrator.events import RawRecord
 from state.codec import encode_state
+from state.large import is_store_key
 from state.record import state_key
 from state.stores.rocksdb import RocksDBStore
 from tests.harness.cdc_events import ToastTable
@@ -39,8 +41,10 @@ def test_the_cache_counts_encoded_bytes_and_stays_within_its_budget(tmp_path: Pa
     cached = task._cache
     assert 5 <= len(cached) < 100
     expected = 0
-    for key, (state, cost) in cached.items():
-        assert cost == len(key) + len(encode_state(state)) + CACHE_ENTRY_OVERHEAD
+    for key, (decoded, cost) in cached.items():
+        # a large value counts its packed size, a state its record's
+        size = len(exact.pack(decoded)[0] if is_store_key(key) else encode_state(decoded))
+        assert cost == len(key) + size + CACHE_ENTRY_OVERHEAD
         expected += cost
     assert task.cache_used == expected
     # the most recently written keys are the ones kept
@@ -58,8 +62,19 @@ def test_evicted_states_come_back_from_the_store_and_count_again(tmp_path: Path)
     assert key in task._cache and task.cache_used <= BUDGET
 
 
+def test_a_value_larger_than_a_quarter_of_the_budget_is_not_cached(tmp_path: Path) -> None:
+    task = _task(tmp_path, cache_bytes=40_000)
+    table = ToastTable(doc_size=19_000)
+    _insert_all(task, table, range(1))
+    key = state_key("t", '{"id":0}')
+    assert list(task._cache) == [key]  # the row (kept apart from its value) is small
+    assert task.state(key).image == table.rows[0]  # the value read from the store
+    assert list(task._cache) == [key]
+
+
 def test_a_row_larger_than_a_quarter_of_the_budget_is_not_cached(tmp_path: Path) -> None:
     task = _task(tmp_path, cache_bytes=40_000)
+    task.large_value_threshold = None  # every value in the row
     table = ToastTable(doc_size=19_000)
     _insert_all(task, table, range(1))
     assert task.cache_used == 0 and not task._cache

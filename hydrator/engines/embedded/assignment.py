@@ -24,6 +24,7 @@ from hydrator.engines.embedded.state_dir import StateDirectory
 from hydrator.engines.embedded.task import DEFAULT_CACHE_BYTES, Sink, Task
 from hydrator.engines.embedded.topology import Topology
 from hydrator.kafka.offsets import OffsetProbe
+from state.large import DEFAULT_THRESHOLD
 
 log = logging.getLogger(__name__)
 
@@ -43,10 +44,11 @@ class Assignment:
         counts: Counter[str],
         probe: OffsetProbe | None = None,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
+        large_value_threshold: int | None = DEFAULT_THRESHOLD,
     ) -> None:
         """`probe` gives the partition ends a new task must catch up with before its timers
         fire (without one, timers never wait); `cache_bytes` is the decoded-state cache budget
-        of the whole process."""
+        of the whole process; `large_value_threshold` what a task keeps out of line."""
         self.tasks: dict[int, Task] = {}
         self._suspended: dict[int, Task] = {}
         self.partitions: list[TopicPartition] = []
@@ -59,6 +61,7 @@ class Assignment:
         self._counts = counts
         self._probe = probe
         self._cache_bytes = cache_bytes
+        self._large_value_threshold = large_value_threshold
 
     def open(self, partitions: list[TopicPartition], committed: list[TopicPartition]) -> None:
         """Take over `partitions`; `committed` holds the group's committed offsets of them."""
@@ -102,7 +105,16 @@ class Assignment:
     def _new_task(self, p: int, committed: dict[str, int], cache_bytes: int) -> Task:
         path = self._state_dir.store_path(self._topology.changelog_topic, p)
         store, repairs = self._restorer.open(path, p, committed)
-        task = Task(p, self._hydrator, store, self._topology, self._sink, self._counts, cache_bytes)
+        task = Task(
+            p,
+            self._hydrator,
+            store,
+            self._topology,
+            self._sink,
+            self._counts,
+            cache_bytes,
+            self._large_value_threshold,
+        )
         task.repair(repairs)
         return task
 

@@ -179,6 +179,7 @@ class EmbeddedEngine:
             self.counts,
             probe,
             config.state_cache_bytes,
+            config.large_value_threshold,
         )
         try:
             writer.init()

@@ -8,7 +8,9 @@ skipped and their keys handed back for repair (see changelog.py).
 Damage is not fatal: a store whose files RocksDB reports as corrupt is moved aside (kept for
 inspection, named in a warning) and rebuilt from the changelog, and a changelog record that
 cannot be decoded is skipped, its key forgotten (no state is better than a wrong one), and
-reported with its offset and reason. A stop request ends a restore between two fetches.
+reported with its offset and reason. A large value's record (state/large.py) is checked against
+its digest; a bad one is skipped the same way, and the task that opens the store next makes its
+row forget that column (task.py). A stop request ends a restore between two fetches.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from hydrator.engines.embedded.watchdog import blocking
 from hydrator.kafka.offsets import TIMEOUT_S as PROBE_TIMEOUT_S
 from hydrator.kafka.offsets import OffsetProbe
 from state.codec import decode_state
+from state.large import is_store_key, split_store_key, unpack_value
 from state.stores.rocksdb import CHANGELOG_OFFSET_KEY, META_PREFIX, RocksDBStore, StoreCorrupted
 
 log = logging.getLogger(__name__)
@@ -220,8 +223,16 @@ def _unreadable(key: bytes | None, value: bytes | None, headers: changelog.Heade
         changelog.never_committed(headers, {})
     except Exception as exc:
         return f"unreadable {changelog.HEADER} header ({type(exc).__name__}: {exc})"
-    if value is None or key.startswith(META_PREFIX):
-        return None  # a deletion, or a meta record whose reader copes with bad bytes itself
+    if value is None:
+        return None  # a deletion
+    if is_store_key(key):
+        try:
+            unpack_value(value, split_store_key(key)[1])
+        except Exception as exc:
+            return f"unreadable large value ({type(exc).__name__}: {exc})"
+        return None
+    if key.startswith(META_PREFIX):
+        return None  # a meta record whose reader copes with bad bytes itself
     try:
         decode_state(value)
     except Exception as exc:

@@ -6,15 +6,25 @@ local store, so the store never holds state whose outputs might still be aborted
 states also stay decoded in a cache capped by bytes: CDC traffic keeps coming back to the same
 rows, but rows can be large.
 
+Column values over the large-value threshold are kept out of line (state/large.py): each under
+its own store and changelog key (`state.large.store_key`: the row's key and the value's digest),
+the row holding only the digest. At commit, a row's new image is compared with its committed one
+by digest: a new value is written once, an unchanged one not at all (neither to the store nor to
+the changelog), and a value the new image no longer holds gets a tombstone in the same
+transaction and write batch as the row, so the store and the compacted changelog never keep a
+value no row refers to, whatever crashes. Values are read only when a rule asks for one (a fill,
+a whole `before`), through the same byte-capped cache as the rows.
+
 The core is given the task's processing-clock time (clock.py): timeouts count only the time the
 engine runs, and fire only once the task has caught up with what was waiting when it was assigned.
 """
 
 from __future__ import annotations
 
+import logging
 from collections import Counter, deque
 from collections.abc import Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
 from hydrator.core.hydrator import Hydrator, rejected
 from hydrator.core.records import (
@@ -37,8 +47,24 @@ from hydrator.events import RawRecord
 from hydrator.kafka.record_limits import record_bytes
 from state.codec import decode_state, encode_state
 from state.handoff import Handoff
+from state.large import (
+    DEFAULT_THRESHOLD,
+    NOT_AT_HAND,
+    STORE_PREFIX,
+    LargeValue,
+    LargeValueError,
+    LazyImage,
+    is_store_key,
+    outline,
+    refs_of,
+    split_store_key,
+    store_key,
+    unpack_value,
+)
 from state.record import StateRecord, state_key
 from state.stores.rocksdb import RocksDBStore
+
+log = logging.getLogger(__name__)
 
 # Room for the header a changelog record carries (the input offsets its transaction commits).
 CHANGELOG_HEADER_BYTES = 4096
@@ -79,15 +105,23 @@ class Task:
         sink: Sink,
         counts: Counter[str],
         cache_bytes: int = DEFAULT_CACHE_BYTES,
+        large_value_threshold: int | None = DEFAULT_THRESHOLD,
     ) -> None:
         self.partition = partition
         self.store = store
         self.dirty: dict[bytes, StateRecord | None] = {}
+        # Per key in `dirty`: the image the store holds (its large values are what a commit
+        # compares the new image with); and what `changes()` encoded, until it commits.
+        self._committed_images: dict[bytes, Any] = {}
+        self._encoded: dict[bytes, tuple[StateRecord | None, list[tuple[bytes, Any, int]]]] = {}
+        # Large values a dead transaction wrote or collected: their stored bytes, written again.
+        self._raw_repairs: dict[bytes, bytes | None] = {}
+        self.large_value_threshold = large_value_threshold
         # Bytes of the outputs written since the last commit (the loop resets it): with `dirty`,
         # what the open transaction holds in memory.
         self.written_bytes = 0
-        # key -> (decoded state, bytes it counts for)
-        self._cache: dict[bytes, tuple[StateRecord | None, int]] = {}
+        # store key -> (decoded state or large value, bytes it counts for)
+        self._cache: dict[bytes, tuple[Any, int]] = {}
         self._cache_used = 0
         self.cache_bytes = cache_bytes
         self._routes: dict[bytes, str] = {}
@@ -152,9 +186,12 @@ class Task:
         if cached is not None:
             return cached[0]
         data = self.store.get_raw(key)
-        state = decode_state(data) if data is not None else None
+        state = self._decode(key, data) if data is not None else None
         self._remember(key, state, len(data) if data is not None else 0)
         return state
+
+    def _decode(self, key: bytes, data: bytes) -> StateRecord:
+        return decode_state(data, _StoredValues(self, key))
 
     @property
     def cache_used(self) -> int:
@@ -169,7 +206,7 @@ class Task:
         """Something for the next transaction: changed state, or a clock reading to save
         (timers are pending and the saved one is old, or `checkpoint_clock`: the task stops
         here or moves to another instance)."""
-        if self.dirty:
+        if self.dirty or self._raw_repairs:
             return True
         if not len(self._deadlines):
             return False
@@ -179,15 +216,56 @@ class Task:
         return saved is None or self.clock.now_ms() - saved >= CLOCK_CHECKPOINT_MS
 
     def changes(self) -> dict[bytes, bytes | None]:
-        """The changelog records of the next transaction: the changed states, encoded, and the
-        clock reading that dates them (read after them, so no state is newer)."""
-        encoded = {k: encode_state(s) if s is not None else None for k, s in self.dirty.items()}
+        """The changelog records of the next transaction: the changed states, encoded, the large
+        values they add and collect, and the clock reading that dates them (read after them, so
+        no state is newer)."""
+        encoded: dict[bytes, bytes | None] = dict(self._raw_repairs)
         limit = self._topology.limits.changelog
-        for key, data in encoded.items():
-            if data is not None and record_bytes(key, data, None) + CHANGELOG_HEADER_BYTES > limit:
-                encoded[key] = self._drop_oversize_state(key, len(data), limit)
+        for key, state in self.dirty.items():
+            data, values = self._encode(key, state)
+            size = max(
+                (record_bytes(k, v, None) for k, v in [(key, data), *values.items()] if v),
+                default=0,
+            )
+            if size + CHANGELOG_HEADER_BYTES > limit:
+                self._drop_oversize_state(key, size, limit)
+                data, values = self._encode(key, None)
+            encoded[key] = data
+            encoded.update(values)
         encoded[CLOCK_KEY] = encode_reading(self.clock.now_ms())
         return encoded
+
+    def _encode(
+        self, key: bytes, state: StateRecord | None
+    ) -> tuple[bytes | None, dict[bytes, bytes | None]]:
+        """`state`'s record, and the large-value records that go with it: the values its
+        committed image lacks (compressed), and tombstones for those it no longer holds."""
+        committed = self._committed_images.get(key)
+        old = {ref.digest for ref in refs_of(committed)}
+        values: dict[bytes, bytes | None] = {}
+        fresh: list[tuple[bytes, Any, int]] = []  # (digest, value, packed size) to cache
+        threshold = self.large_value_threshold
+        if state is not None and type(state.image) is dict and threshold is not None:
+            # made by the rules: its large values go out of line
+            image = state.image
+            cells = outline(image, threshold, committed)
+            if any(type(cell) is LargeValue for cell in cells.values()):
+                stored = {}
+                for column, cell in cells.items():
+                    if type(cell) is LargeValue and cell.compressed is not None:
+                        value_key = store_key(key, cell.digest)
+                        if cell.digest not in old and value_key not in values:
+                            values[value_key] = cell.compressed
+                            fresh.append((cell.digest, image[column], cell.size))
+                        cell = cell.out_of_line()
+                    stored[column] = cell
+                # What stays cached after the commit: the row as stored, values read on demand.
+                state = _with_image(state, LazyImage(stored, _StoredValues(self, key)))
+        kept = {ref.digest for ref in refs_of(state.image if state is not None else None)}
+        for digest in old - kept:
+            values[store_key(key, digest)] = None
+        self._encoded[key] = (state, fresh)
+        return (encode_state(state) if state is not None else None), values
 
     def _drop_oversize_state(self, key: bytes, size: int, limit: int) -> None:
         """A state too large for the changelog would fail every commit: the key is forgotten
@@ -212,10 +290,18 @@ class Task:
     def committed(self, encoded: Mapping[bytes, bytes | None], changelog_offset: int) -> None:
         """The transaction holding `encoded` (this task's `changes()`) committed."""
         self.store.apply(encoded, changelog_offset)
-        for key, state in self.dirty.items():
+        for key, (state, fresh) in self._encoded.items():
             data = encoded.get(key)
             self._remember(key, state, len(data) if data is not None else 0)
+            for digest, value, size in fresh:
+                self._remember(store_key(key, digest), value, size)
+        for key, data in encoded.items():
+            if data is None and is_store_key(key):
+                self._forget(key)
         self.dirty.clear()
+        self._committed_images.clear()
+        self._encoded.clear()
+        self._raw_repairs.clear()
         reading = decode_reading(encoded.get(CLOCK_KEY))
         if reading is not None:
             self._clock_saved_ms = reading
@@ -225,15 +311,59 @@ class Task:
         holds a dead transaction's records of them (see changelog.py). A dead transaction's
         clock reading needs no repair: every transaction writes a new one."""
         for key in keys:
-            if not key.startswith(_META_PREFIX):
-                self.dirty[key] = self.store.get(key)
+            if key in self.dirty or key in self._raw_repairs:
+                continue  # written already: the check of large values corrected it
+            if is_store_key(key):
+                self._raw_repairs[key] = self.store.get_raw(key)
+            elif not key.startswith(_META_PREFIX):
+                data = self.store.get_raw(key)
+                self._rewrite(key, self._decode(key, data) if data is not None else None)
 
     def rebuild_indexes(self) -> None:
-        """Timers and parked keys are derived from the store: rebuilt after a restore."""
+        """Timers and parked keys are derived from the store: rebuilt after a restore. The
+        large values are checked against the rows on the way (a sweep: every reference has its
+        value, and every value a reference), so that damage found by the restore or a bug never
+        lasts past a restart."""
         self._deadlines.clear()
         self._parked.clear()
+        referenced: dict[bytes, tuple[bytes, StateRecord]] = {}
         for key, state in self.store.items():
             self._index(key, state)
+            for ref in refs_of(state.image):
+                referenced[store_key(key, ref.digest)] = (key, state)
+        for value_key in self.store.keys_with_prefix(STORE_PREFIX):
+            if referenced.pop(value_key, None) is None:
+                log.warning("%s: collecting a large value no row refers to", self._where())
+                self._raw_repairs[value_key] = None
+                self._counts["large_values_collected_at_open"] += 1
+        for value_key, (key, state) in referenced.items():
+            _, digest = split_store_key(value_key)
+            state = self.dirty.get(key, state)
+            assert state is not None and type(state.image) is LazyImage
+            cells = {
+                column: cell
+                for column, cell in state.image.cells.items()
+                if not (type(cell) is LargeValue and cell.digest == digest)
+            }
+            log.warning(
+                "%s: a large value of key %s is missing from the store: the row forgets its "
+                "column, which the next event must ship (or it stays unresolved)",
+                self._where(),
+                key.decode(errors="replace").replace("\x00", "/")[:200],
+            )
+            self._counts["large_values_missing"] += 1
+            self._rewrite(key, _with_image(state, LazyImage(cells, _StoredValues(self, key))))
+
+    def _rewrite(self, key: bytes, state: StateRecord | None) -> None:
+        """Write `key` again in the next transaction, as `state`."""
+        if key not in self.dirty:
+            data = self.store.get_raw(key)
+            committed = self._decode(key, data) if data is not None else None
+            self._committed_images[key] = committed.image if committed is not None else None
+        self.dirty[key] = state
+
+    def _where(self) -> str:
+        return f"{self._topology.changelog_topic}-{self.partition}"
 
     def close(self) -> None:
         self.store.close()
@@ -269,6 +399,8 @@ class Task:
     def _apply(self, topic: str, key: bytes, before: StateRecord | None, step: Transition) -> None:
         # The core hands back the very same object when nothing changed: no changelog write.
         if step.state is not before:
+            if key not in self.dirty:
+                self._committed_images[key] = before.image if before is not None else None
             self.dirty[key] = step.state
             self._index(key, step.state)
         self._emit(topic, step)
@@ -295,7 +427,8 @@ class Task:
         while self._local_handoffs:
             self._receive_handoff(self._local_handoffs.popleft(), now_ms)
 
-    def _remember(self, key: bytes, state: StateRecord | None, encoded_size: int) -> None:
+    def _remember(self, key: bytes, decoded: Any, encoded_size: int) -> None:
+        """Cache a state (or a large value) under its store key."""
         cache = self._cache
         previous = cache.pop(key, None)  # re-inserted at the young end
         if previous is not None:
@@ -303,10 +436,15 @@ class Task:
         cost = len(key) + encoded_size + CACHE_ENTRY_OVERHEAD
         if cost > self.cache_bytes // 4:
             return  # one huge row must not push out everything else
-        cache[key] = (state, cost)
+        cache[key] = (decoded, cost)
         self._cache_used += cost
         if self._cache_used > self.cache_bytes:
             self._shrink_cache(self.cache_bytes * 3 // 4)
+
+    def _forget(self, key: bytes) -> None:
+        previous = self._cache.pop(key, None)
+        if previous is not None:
+            self._cache_used -= previous[1]
 
     def _shrink_cache(self, target: int) -> None:
         """Drop the least recently used entries until the cache counts at most `target` bytes
@@ -339,3 +477,46 @@ class Task:
             self._parked.add(key)
         else:
             self._parked.discard(key)
+
+
+class _StoredValues:
+    """Reads the large values of the row stored under `owner`: from the task's cache, else from
+    its store (and caches them)."""
+
+    __slots__ = ("_owner", "_task")
+
+    def __init__(self, task: Task, owner: bytes) -> None:
+        self._task = task
+        self._owner = owner
+
+    def read(self, ref: LargeValue) -> Any:
+        key = store_key(self._owner, ref.digest)
+        cached = self._task._cache.get(key)
+        if cached is not None:
+            return cached[0]
+        blob = self._task.store.get_raw(key)
+        if blob is None:
+            raise LargeValueError(
+                f"large value {ref.digest.hex()} of this key is missing from the store"
+            )
+        value = unpack_value(blob)
+        self._task._remember(key, value, ref.size)
+        return value
+
+    def peek(self, ref: LargeValue) -> Any:
+        cached = self._task._cache.get(store_key(self._owner, ref.digest))
+        return cached[0] if cached is not None else NOT_AT_HAND
+
+
+def _with_image(state: StateRecord, image: Any) -> StateRecord:
+    return StateRecord(
+        image,
+        state.pos,
+        state.deleted,
+        state.updated_at_ms,
+        state.handoffs,
+        state.parked,
+        state.awaiting,
+        state.waiting_since_ms,
+        state.cell_times,
+    )

@@ -101,7 +101,12 @@ class SparkEngine:
             inputs=tuple(config.input_topics),
             topics=topics,
             checkpoint=str(self.checkpoint),
-            hydrator=HydratorSpec(config.hydration, config.format, config.format_options),
+            hydrator=HydratorSpec(
+                config.hydration,
+                config.format,
+                config.format_options,
+                config.large_value_threshold,
+            ),
             kafka_properties=dict(config.kafka_properties),
             max_offsets_per_trigger=self.max_offsets_per_trigger,
             max_message_bytes=dict(sizes),

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -38,6 +38,7 @@ from hydrator.engines.spark.clock import gate_is_open
 from hydrator.engines.spark.kafka_sink import pack_records
 from hydrator.formats import FormatOptions, codec_for
 from state.codec import decode_state, encode_state
+from state.large import DEFAULT_THRESHOLD, outline
 from state.record import StateRecord
 
 log = logging.getLogger("hydrator.spark")
@@ -97,6 +98,8 @@ class HydratorSpec:
     settings: HydrationSettings = field(default_factory=HydrationSettings)
     format: str = "auto"
     format_options: FormatOptions = field(default_factory=FormatOptions)
+    # Column values over this many bytes are kept compressed in the key's state (None: as is).
+    large_value_threshold: int | None = DEFAULT_THRESHOLD
 
 
 @lru_cache(maxsize=8)
@@ -133,7 +136,9 @@ def group_function(
             if len(frame):
                 records += frame["record"].tolist()
         step.feed(records, now_ms)
-        _store(state, step.final_state(), hydrator, now_ms)
+        stored_image = loaded.image if loaded is not None else None
+        final = _outlined(step.final_state(), spec.large_value_threshold, stored_image)
+        _store(state, final, hydrator, now_ms)
         cells, counts = step.result()
         if cells:
             yield pd.DataFrame({"records": cells, "counts": counts})
@@ -272,6 +277,18 @@ def _load(state: GroupState) -> tuple[StateRecord | None, bool]:
     except Exception as exc:
         log.warning("state of a key is unreadable, starting it afresh: %s", failure_reason(exc))
         return None, True
+
+
+def _outlined(
+    record: StateRecord | None, threshold: int | None, stored_image: Mapping[str, Any] | None
+) -> StateRecord | None:
+    """`record` with its large values compressed, inline: Spark writes a key's whole state on
+    every update anyway, so keeping them apart would save nothing; compressing them does, and a
+    value the stored image held (the same object, or the same digest) keeps its compressed
+    bytes instead of being compressed again."""
+    if record is None or threshold is None or type(record.image) is not dict:
+        return record
+    return replace(record, image=outline(record.image, threshold, stored_image))
 
 
 def _store(state: GroupState, record: StateRecord | None, hydrator: Hydrator, now_ms: int) -> None:

@@ -1,0 +1,261 @@
+"""Large column values kept apart from the row image, compressed (after PAX's "toast").
+
+A TOASTed column is usually the biggest part of a row and the part that changes least: most
+events leave it alone. So a value whose packed bytes exceed the threshold is compressed (zstd)
+and named by its content digest (blake2b-128 of the packed bytes); the image holds a small
+`LargeValue` reference in its place. Whether the value changed is then a comparison of digests,
+and an event that leaves it unchanged writes the reference again, never the value.
+
+Where the compressed bytes live is the engine's choice: the embedded engine keeps each under its
+own store key (out of line: the row's record holds only the digest, see `store_key`), Spark
+keeps them inside the key's state record (inline), which Spark writes whole on every update
+anyway, so what helps there is the compression and not recompressing an unchanged value.
+
+A row image read back with references in it is a `LazyImage`: a read-only mapping that reads a
+large value (through a `LargeValueReader`) only when a column is asked for, so an event that
+needs no fill and no whole `before` never reads it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import zstandard
+
+from hydrator import exact
+
+DIGEST_BYTES = 16
+DEFAULT_THRESHOLD = 2048
+# zstd's fastest levels compress an 8 KB text to about a quarter; higher ones gain a few percent
+# for twice the time, and state is written on the hot path.
+COMPRESSION_LEVEL = 1
+# The first byte of a stored (compressed) value, so a later release can change the layout.
+BLOB_FORMAT = 1
+# Out-of-line values of an owner's row sort after the meta records and apart from the states
+# (state keys never start with NUL): `\x00\x01` + owner state key + digest.
+STORE_PREFIX = b"\x00\x01"
+
+
+class LargeValueError(ValueError):
+    """A large value that cannot be read: missing from the store, or its bytes are damaged."""
+
+
+@dataclass(frozen=True, slots=True)
+class LargeValue:
+    """A reference to a large column value: its digest and packed size, and its compressed bytes
+    when they travel with the reference (inline, or not yet stored); None when a store key holds
+    them (out of line)."""
+
+    digest: bytes
+    size: int
+    compressed: bytes | None = None
+
+    def out_of_line(self) -> LargeValue:
+        return self if self.compressed is None else LargeValue(self.digest, self.size)
+
+
+class LargeValueReader(Protocol):
+    """How a LazyImage reads its large values."""
+
+    def read(self, ref: LargeValue) -> Any:
+        """The value `ref` names; raises LargeValueError when it cannot be read."""
+        ...
+
+    def peek(self, ref: LargeValue) -> Any:
+        """The value if it is at hand without reading anything, else NOT_AT_HAND."""
+        ...
+
+
+NOT_AT_HAND: Any = object()
+
+
+class InlineReader:
+    """Reads references that carry their compressed bytes (Spark's state), each value once."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self) -> None:
+        self._values: dict[bytes, Any] = {}
+
+    def read(self, ref: LargeValue) -> Any:
+        value = self._values.get(ref.digest, NOT_AT_HAND)
+        if value is NOT_AT_HAND:
+            if ref.compressed is None:
+                raise LargeValueError(f"large value {ref.digest.hex()} is stored out of line")
+            value = self._values[ref.digest] = unpack_value(ref.compressed)
+        return value
+
+    def peek(self, ref: LargeValue) -> Any:
+        return self._values.get(ref.digest, NOT_AT_HAND)
+
+
+class UnreadableValues:
+    """For records read where no store is at hand (indexes, the restore's checks): counting
+    and copying references works, reading a value says why it cannot."""
+
+    __slots__ = ()
+
+    def read(self, ref: LargeValue) -> Any:
+        raise LargeValueError(f"large value {ref.digest.hex()} is stored out of line")
+
+    def peek(self, ref: LargeValue) -> Any:
+        return NOT_AT_HAND
+
+
+class LazyImage(Mapping[str, Any]):
+    """A row image whose large values are read when asked for. Columns, their order and `in`
+    need no read; `image[column]` reads that column only; copying it (`dict(image)`) reads all.
+    Nothing changes one: the rules make new plain dicts."""
+
+    __slots__ = ("cells", "reader")
+
+    def __init__(self, cells: dict[str, Any], reader: LargeValueReader) -> None:
+        self.cells = cells  # column -> value, or LargeValue
+        self.reader = reader
+
+    def __getitem__(self, column: str) -> Any:
+        value = self.cells[column]
+        if type(value) is LargeValue:
+            return self.reader.read(value)
+        return value
+
+    def __contains__(self, column: object) -> bool:
+        return column in self.cells
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.cells)
+
+    def __len__(self) -> int:
+        return len(self.cells)
+
+    def __repr__(self) -> str:
+        return f"LazyImage({self.cells!r})"
+
+    def refs(self) -> list[LargeValue]:
+        return [value for value in self.cells.values() if type(value) is LargeValue]
+
+
+def has_refs(cells: Mapping[str, Any]) -> bool:
+    return any(type(value) is LargeValue for value in cells.values())
+
+
+def refs_of(image: Mapping[str, Any] | None) -> list[LargeValue]:
+    """The references an image holds (none for a plain image)."""
+    return image.refs() if type(image) is LazyImage else []
+
+
+def materialized(image: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """`image` as a plain dict with every value read (for what leaves the key: a handoff, a
+    whole `before`); a plain dict is returned as it is."""
+    if image is None or type(image) is dict:
+        return image  # type: ignore[return-value]
+    return dict(image)
+
+
+def outline(
+    image: Mapping[str, Any], threshold: int, previous: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """`image`'s cells for storage: each value over `threshold` packed bytes becomes a
+    LargeValue. A value the `previous` stored image held under a reference (the same object, or
+    an equal value at hand) keeps that reference without being hashed; a value whose digest
+    matches one of `previous`'s references keeps that one (its bytes are stored already); any
+    other is compressed, and its reference carries the compressed bytes."""
+    if type(image) is LazyImage:
+        return image.cells  # read from the store and not changed since: nothing to redo
+    old_refs: dict[str, LargeValue] = {}
+    reader: LargeValueReader | None = None
+    if type(previous) is LazyImage:
+        reader = previous.reader
+        old_refs = {c: v for c, v in previous.cells.items() if type(v) is LargeValue}
+    cells: dict[str, Any] | None = None
+    for column, value in image.items():
+        if not could_be_large(value, threshold):
+            continue
+        ref = old_refs.get(column)
+        if ref is not None and reader is not None:
+            known = reader.peek(ref)
+            if known is not NOT_AT_HAND and (known is value or known == value):
+                cells = cells if cells is not None else dict(image)
+                cells[column] = ref
+                continue
+        packed, _ = exact.pack(value)
+        if len(packed) <= threshold:
+            continue
+        digest = digest_of(packed)
+        same = next((r for r in old_refs.values() if r.digest == digest), None)
+        cells = cells if cells is not None else dict(image)
+        cells[column] = same or LargeValue(digest, len(packed), compress(packed))
+    return cells if cells is not None else dict(image)
+
+
+def could_be_large(value: Any, threshold: int) -> bool:
+    """Whether the packed `value` may exceed `threshold` bytes, from its length alone: only
+    strings, bytes and containers can, and a string's UTF-8 takes at most 4 bytes a character
+    (plus msgpack's header of at most 5)."""
+    kind = type(value)
+    if kind is str:
+        return 4 * len(value) + 5 > threshold
+    if kind is bytes:
+        return len(value) + 5 > threshold
+    if kind is list or kind is dict:
+        return len(value) > 0
+    return False
+
+
+def digest_of(packed: bytes) -> bytes:
+    return hashlib.blake2b(packed, digest_size=DIGEST_BYTES).digest()
+
+
+def store_key(owner: bytes, digest: bytes) -> bytes:
+    """The store (and changelog) key of a large value of the row stored under `owner`. Values
+    are kept per owner, so a value is collected by looking at its own row's images only."""
+    return STORE_PREFIX + owner + digest
+
+
+def is_store_key(key: bytes) -> bool:
+    return key.startswith(STORE_PREFIX)
+
+
+def split_store_key(key: bytes) -> tuple[bytes, bytes]:
+    """(owner, digest) of a large value's store key."""
+    if not is_store_key(key) or len(key) <= len(STORE_PREFIX) + DIGEST_BYTES:
+        raise LargeValueError(f"{key[:80]!r} is not a large value's key")
+    return key[len(STORE_PREFIX) : -DIGEST_BYTES], key[-DIGEST_BYTES:]
+
+
+# -- the bytes ---------------------------------------------------------------------------------
+
+_local = threading.local()
+
+
+def compress(packed: bytes) -> bytes:
+    """A stored large value: BLOB_FORMAT, then a zstd frame of the packed value."""
+    compressor = getattr(_local, "compressor", None)
+    if compressor is None:
+        compressor = _local.compressor = zstandard.ZstdCompressor(level=COMPRESSION_LEVEL)
+    return bytes([BLOB_FORMAT]) + compressor.compress(packed)
+
+
+def unpack_value(blob: bytes, digest: bytes | None = None) -> Any:
+    """The value a stored large value holds; with `digest`, checked against it."""
+    if not blob or blob[0] != BLOB_FORMAT:
+        raise LargeValueError(
+            f"unknown large value format {blob[0] if blob else 'empty'} (this release reads 1)"
+        )
+    decompressor = getattr(_local, "decompressor", None)
+    if decompressor is None:
+        decompressor = _local.decompressor = zstandard.ZstdDecompressor()
+    try:
+        packed = decompressor.decompress(blob[1:])
+    except zstandard.ZstdError as exc:
+        raise LargeValueError(f"damaged large value: {exc}") from None
+    if digest is not None and digest_of(packed) != digest:
+        raise LargeValueError(f"large value {digest.hex()} does not match its digest")
+    try:
+        return exact.unpack(packed)
+    except Exception as exc:
+        raise LargeValueError(f"damaged large value: {type(exc).__name__}: {exc}") from None

@@ -1,0 +1,384 @@
+"""Large column values kept apart from the row image (state/large.py): the state codec's
+references, reading on demand, and what the embedded task writes and collects at commit."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hydrator import exact
+from hydrator.engines.embedded.task import Task
+from hydrator.engines.embedded.topology import Topology
+from hydrator.events import RawRecord
+from hydrator.kafka.record_limits import TopicLimits
+from state.codec import FORMAT_V3, decode_state, encode_state
+from state.handoff import Handoff
+from state.large import (
+    NOT_AT_HAND,
+    InlineReader,
+    LargeValue,
+    LargeValueError,
+    LazyImage,
+    compress,
+    digest_of,
+    is_store_key,
+    materialized,
+    outline,
+    split_store_key,
+    store_key,
+    unpack_value,
+)
+from state.record import StateRecord, state_key
+from state.stores.rocksdb import RocksDBStore
+from tests.harness.cdc_events import ToastTable
+from tests.support.core import debezium_hydrator
+from tests.unit.test_embedded_task import RecordingSink
+
+THRESHOLD = 2048
+DOC = "lorem ipsum dolor sit amet " * 400  # ~10.8 KB, compresses well
+KEY = state_key("t", '{"id":1}')
+TOPOLOGY = Topology("app", {"t": "t.out"}, 1, TopicLimits(10**7, 10**7, 10**7, 10**7))
+
+
+class CountingReader:
+    """A reader over a dict of stored values that counts what it reads."""
+
+    def __init__(self, values: dict[bytes, Any]) -> None:
+        self.values = values
+        self.reads = 0
+
+    def read(self, ref: LargeValue) -> Any:
+        self.reads += 1
+        return self.values[ref.digest]
+
+    def peek(self, ref: LargeValue) -> Any:
+        return NOT_AT_HAND
+
+
+def _ref(value: Any) -> LargeValue:
+    data, _ = exact.pack(value)
+    return LargeValue(digest_of(data), len(data), compress(data))
+
+
+# -- the state codec ---------------------------------------------------------------------------
+
+# Bytes written by the release before large values (state/codec.py at c2f5584), format bytes 1
+# and 2: every field, a handoff and a parked record; an integer wider than 64 bits; cell times.
+PREVIOUS_RELEASE = [
+    "019883a2696407a3646f63d92878787878787878787878787878787878787878787878787878787878787878"
+    "787878787878787878a16ec0920c03c2cd03e891c4339801a174a87b226964223a377da87b226964223a367d"
+    "82a2696406a3646f63a179910ba5743a303a35c4087b226964223a377d9197a1740009c4016bc401769192a1"
+    "68c4013105a87b226964223a367dcd0384",
+    "029882a26964c7160131313830353931363230373137343131333033343234a3646f63a4776964659101c205"
+    "9090c0c0",
+    "019981a16101c0c2029090c0c081a1610a",
+]
+
+
+def test_state_written_by_the_previous_release_is_still_read() -> None:
+    full, wide, cells = (decode_state(bytes.fromhex(data)) for data in PREVIOUS_RELEASE)
+    assert full.image == {"id": 7, "doc": "x" * 40, "n": None}
+    assert full.pos == (12, 3) and full.updated_at_ms == 1_000
+    (handoff,) = full.handoffs
+    assert handoff.image == {"id": 6, "doc": "y"} and handoff.route_key == b'{"id":7}'
+    (parked,) = full.parked
+    assert (parked.offset, parked.key, parked.value, parked.headers) == (
+        9,
+        b"k",
+        b"v",
+        (("h", b"1"),),
+    )
+    assert full.awaiting == '{"id":6}' and full.waiting_since_ms == 900
+    assert wide.image == {"id": 2**70, "doc": "wide"}
+    assert cells.image == {"a": 1} and cells.cell_times == {"a": 10}
+    # and a record without large values keeps the bytes that release wrote
+    for data in PREVIOUS_RELEASE:
+        assert encode_state(decode_state(bytes.fromhex(data))).hex() == data
+
+
+def test_a_row_with_references_round_trips_and_reads_only_the_column_asked_for() -> None:
+    small, large = _ref("s" * 3000), _ref(DOC)
+    record = StateRecord(
+        image={"id": 1, "a": small.out_of_line(), "doc": large.out_of_line(), "n": 2**70},
+        pos=(5,),
+    )
+    data = encode_state(record)
+    assert data[0] == FORMAT_V3 and len(data) < 200
+    reader = CountingReader({small.digest: "s" * 3000, large.digest: DOC})
+    state = decode_state(data, reader)
+    assert type(state.image) is LazyImage
+    assert list(state.image) == ["id", "a", "doc", "n"] and "doc" in state.image
+    assert reader.reads == 0
+    assert state.image["doc"] == DOC and reader.reads == 1
+    assert state.image["n"] == 2**70 and reader.reads == 1
+    assert dict(state.image) == {"id": 1, "a": "s" * 3000, "doc": DOC, "n": 2**70}
+    assert encode_state(state) == data  # written back as references, nothing read
+
+
+def test_inline_references_carry_their_compressed_bytes() -> None:
+    cells = outline({"id": 1, "doc": DOC}, THRESHOLD, None)
+    ref = cells["doc"]
+    assert type(ref) is LargeValue and ref.compressed is not None
+    assert len(ref.compressed) < len(DOC) // 4
+    state = decode_state(encode_state(StateRecord(image=cells)))  # Spark's way: inline
+    assert state.image["doc"] == DOC and state.image["doc"] is state.image["doc"]
+
+
+def test_damaged_or_missing_values_say_so() -> None:
+    ref = _ref(DOC)
+    assert ref.compressed is not None
+    with pytest.raises(LargeValueError, match="digest"):
+        unpack_value(ref.compressed, b"\0" * 16)
+    with pytest.raises(LargeValueError, match="damaged"):
+        unpack_value(ref.compressed[:-5])
+    with pytest.raises(LargeValueError, match="format"):
+        unpack_value(b"\x09" + ref.compressed[1:])
+    with pytest.raises(LargeValueError, match="out of line"):
+        InlineReader().read(ref.out_of_line())
+    owner, digest = split_store_key(store_key(KEY, ref.digest))
+    assert (owner, digest) == (KEY, ref.digest) and is_store_key(store_key(KEY, digest))
+    assert not is_store_key(KEY)
+
+
+# -- outline -----------------------------------------------------------------------------------
+
+
+def test_outline_keeps_small_values_and_references_large_ones() -> None:
+    image = {"id": 1, "name": "x" * 500, "doc": DOC, "tags": ["t"] * 10, "n": None}
+    cells = outline(image, THRESHOLD, None)
+    assert {c: v for c, v in cells.items() if c != "doc"} == {
+        c: v for c, v in image.items() if c != "doc"
+    }
+    assert type(cells["doc"]) is LargeValue and cells["doc"].size > THRESHOLD
+    assert image["doc"] == DOC  # the image itself is not changed
+    # on the threshold: kept in the row
+    exactly = "y" * (THRESHOLD - 3)  # msgpack: 3 header bytes for a str of this length
+    assert outline({"v": exactly}, THRESHOLD, None) == {"v": exactly}
+
+
+def test_an_unchanged_value_keeps_its_reference_and_a_changed_one_gets_a_new_one() -> None:
+    ref = _ref(DOC).out_of_line()
+    stored_value = DOC
+    reader = CountingReader({ref.digest: stored_value})
+    stored = LazyImage({"id": 1, "doc": ref}, reader)
+    # the same object (a fill), an equal copy (the value shipped again), a different value
+    assert outline({"id": 1, "doc": stored["doc"]}, THRESHOLD, stored)["doc"] is ref
+    assert outline({"id": 1, "doc": "".join(DOC)}, THRESHOLD, stored)["doc"] is ref
+    changed = outline({"id": 1, "doc": DOC + "!"}, THRESHOLD, stored)["doc"]
+    assert changed.digest != ref.digest and changed.compressed is not None
+    # an image read from the store and not changed is written back as it is
+    assert outline(stored, THRESHOLD, stored) is stored.cells
+
+
+def test_handoffs_and_whole_befores_carry_values_not_references() -> None:
+    ref = _ref(DOC).out_of_line()
+    lazy = LazyImage({"id": 1, "doc": ref}, CountingReader({ref.digest: DOC}))
+    handoff = Handoff("t", "new", "old", lazy, None, "t:0:1")
+    assert type(handoff.image) is dict and handoff.image["doc"] == DOC
+    assert Handoff.decode(handoff.encode()).image == {"id": 1, "doc": DOC}
+    assert materialized(lazy) == {"id": 1, "doc": DOC}
+    plain = {"a": 1}
+    assert materialized(plain) is plain
+
+
+# -- the embedded task -------------------------------------------------------------------------
+
+
+def _task(path: Path, threshold: int | None = THRESHOLD) -> Task:
+    store = RocksDBStore(path)
+    return Task(
+        0,
+        debezium_hydrator(),
+        store,
+        TOPOLOGY,
+        RecordingSink(),
+        Counter(),
+        large_value_threshold=threshold,
+    )
+
+
+def _feed(
+    task: Task, records: list[tuple[bytes | None, bytes | None, Any]], first: int = 0
+) -> None:
+    for offset, (key, value, headers) in enumerate(records, start=first):
+        task.process(RawRecord("t", 0, offset, key, value, tuple(headers)), task.now_ms())
+
+
+def _commit(task: Task, offset: int = 1) -> dict[bytes, bytes | None]:
+    changes = task.changes()
+    task.committed(changes, offset)
+    return changes
+
+
+def _values(changes: dict[bytes, bytes | None]) -> dict[bytes, bytes | None]:
+    return {k: v for k, v in changes.items() if is_store_key(k)}
+
+
+def test_an_event_that_leaves_the_large_value_unchanged_writes_only_the_row(tmp_path: Path) -> None:
+    table = ToastTable(doc_size=8_000)
+    task = _task(tmp_path / "s")
+    _feed(task, [table.insert(1)])
+    first = _commit(task)
+    key = state_key("t", '{"id":1}')
+    (value_key,) = _values(first)
+    assert value_key.startswith(store_key(key, b"")) and first[value_key] is not None
+    assert len(first[value_key]) < 8_000 * 0.6  # compressed
+    row_bytes = len(first[key])
+    assert row_bytes < 200
+
+    _feed(task, [table.update(1)], first=1)  # doc shipped as the placeholder
+    second = _commit(task, 2)
+    assert not _values(second) and len(second[key]) == row_bytes
+    _, output = task._sink.outputs[-1]  # type: ignore[attr-defined]
+    assert orjson.loads(output.value)["after"]["doc"] == table.rows[1]["doc"]
+
+    _feed(task, [table.update(1, touch_doc=True)], first=2)  # a new doc: written, old collected
+    third = _commit(task, 3)
+    assert third[value_key] is None
+    (new_key,) = (k for k, v in _values(third).items() if v is not None)
+    assert new_key != value_key
+    assert [k for k in task.store.keys_with_prefix(b"\x00\x01")] == [new_key]
+
+    _feed(task, [table.delete(1)], first=3)
+    fourth = _commit(task, 4)
+    assert fourth[new_key] is None
+    assert not list(task.store.keys_with_prefix(b"\x00\x01"))
+
+
+def test_values_are_read_from_the_store_when_the_cache_lacks_them(tmp_path: Path) -> None:
+    table = ToastTable(doc_size=8_000)
+    task = _task(tmp_path / "s")
+    _feed(task, [table.insert(k) for k in range(5)])
+    _commit(task)
+    task.close()
+    reopened = _task(tmp_path / "s")
+    key = state_key("t", '{"id":3}')
+    image = reopened.state(key).image
+    assert type(image) is LazyImage
+    assert dict(image) == table.rows[3]
+    _feed(reopened, [table.update(3)], first=5)
+    changes = _commit(reopened, 2)
+    assert not _values(changes)
+
+
+def test_the_store_is_swept_when_a_task_opens(tmp_path: Path) -> None:
+    """A value no row refers to is collected; a row whose value is missing forgets that column
+    (the rest of the row still fills), both written to the changelog."""
+    table = ToastTable(doc_size=8_000)
+    task = _task(tmp_path / "s")
+    _feed(task, [table.insert(1), table.insert(2)])
+    _commit(task)
+    orphan = store_key(state_key("t", '{"id":9}'), b"\x01" * 16)
+    (lost,) = (
+        k
+        for k in task.store.keys_with_prefix(b"\x00\x01")
+        if k.startswith(store_key(state_key("t", '{"id":2}'), b""))
+    )
+    task.store.apply({orphan: _ref(DOC).compressed, lost: None}, 2)
+    task.close()
+
+    reopened = _task(tmp_path / "s")
+    changes = reopened.changes()
+    assert changes[orphan] is None
+    row = decode_state(changes[state_key("t", '{"id":2}')])
+    assert dict(row.image) == {"id": 2, "n": 0}
+    assert reopened._counts["large_values_missing"] == 1  # type: ignore[attr-defined]
+    reopened.committed(changes, 3)
+    assert reopened.state(state_key("t", '{"id":2}')).image == {"id": 2, "n": 0}
+    assert dict(reopened.state(state_key("t", '{"id":1}')).image) == table.rows[1]
+
+
+def test_repairs_write_a_dead_transactions_values_back_as_stored(tmp_path: Path) -> None:
+    table = ToastTable(doc_size=8_000)
+    task = _task(tmp_path / "s")
+    _feed(task, [table.insert(1)])
+    _commit(task)
+    (stored,) = task.store.keys_with_prefix(b"\x00\x01")
+    written_by_dead = store_key(state_key("t", '{"id":1}'), b"\x02" * 16)
+    task.repair([stored, written_by_dead, state_key("t", '{"id":1}')])
+    changes = task.changes()
+    assert changes[stored] == task.store.get_raw(stored)
+    assert changes[written_by_dead] is None
+    assert (
+        decode_state(changes[state_key("t", '{"id":1}')]).image.cells["doc"].digest
+        == split_store_key(stored)[1]
+    )
+
+
+def test_with_the_threshold_off_values_stay_in_the_row(tmp_path: Path) -> None:
+    table = ToastTable(doc_size=8_000)
+    task = _task(tmp_path / "s", threshold=None)
+    _feed(task, [table.insert(1)])
+    changes = _commit(task)
+    assert not _values(changes) and len(changes[state_key("t", '{"id":1}')]) > 8_000
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([1, 2, 3]),
+            st.sampled_from(["keep", "touch", "delete", "commit", "crash"]),
+        ),
+        min_size=1,
+        max_size=40,
+    )
+)
+def test_the_store_holds_exactly_the_values_its_rows_refer_to(
+    tmp_path_factory: Any, steps: list[tuple[int, str]]
+) -> None:
+    """Whatever the history, after every commit (and after a crash that loses the open batch)
+    the store's large values are exactly those its rows refer to, and every row reads back as
+    the table's last committed row."""
+    path = tmp_path_factory.mktemp("store") / "s"
+    table = ToastTable(doc_size=3_000)
+    committed_rows: dict[int, dict[str, Any]] = {}
+    task = _task(path)
+    offset = 0
+    for key, action in steps:
+        if action == "commit":
+            _commit(task, offset)
+            committed_rows = {k: dict(v) for k, v in table.rows.items()}
+        elif action == "crash":
+            task.close()
+            table.rows = {k: dict(v) for k, v in committed_rows.items()}
+            task = _task(path)
+        else:
+            if action == "delete" and key in table.rows:
+                record = table.delete(key)
+                table.rows.pop(key, None)
+            elif key not in table.rows:
+                record = table.insert(key)
+            else:
+                record = table.update(key, touch_doc=action == "touch")
+            _feed(task, [record], first=offset)
+            offset += 1
+        _check_store(task, committed_rows)
+    _commit(task, offset)
+    _check_store(task, table.rows)
+    task.close()
+
+
+def _check_store(task: Task, rows: dict[int, dict[str, Any]]) -> None:
+    referenced = set()
+    live = {}
+    for key, state in task.store.items():
+        for ref in state.image.refs() if type(state.image) is LazyImage else ():
+            referenced.add(store_key(key, ref.digest))
+        if state.image is not None and not state.deleted:
+            live[key] = state
+    assert set(task.store.keys_with_prefix(b"\x00\x01")) == referenced
+    for k, row in rows.items():
+        key = state_key("t", f'{{"id":{k}}}')
+        stored = task.store.get_raw(key)
+        assert stored is not None
+        assert dict(task._decode(key, stored).image) == row
+    assert len(live) == len(rows)
