@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from hydrator.events import Codec
 from hydrator.formats.auto import AutoCodec
+from hydrator.formats.cassandra import CassandraCodec
 from hydrator.formats.cockroachdb import CockroachCodec
 from hydrator.formats.debezium import DebeziumCodec
 from hydrator.formats.options import FormatOptionError, FormatOptions
@@ -26,6 +27,8 @@ class Format:
 # A format whose values another format's `accepts` would also take comes before that one, with
 # a test in tests/unit/test_auto_format.py showing each format's records land where they belong.
 FORMATS: tuple[Format, ...] = (
+    # before Debezium, whose `accepts` takes any value with an `op`
+    Format("cassandra", lambda _: CassandraCodec()),
     Format(
         "debezium",
         lambda options: DebeziumCodec(
