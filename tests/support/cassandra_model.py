@@ -424,3 +424,21 @@ def _rewrite(value: bytes | None, after: dict[str, Any], with_schema: bool) -> b
 def payload_of(value: bytes) -> dict[str, Any]:
     document = orjson.loads(value)
     return document["payload"] if "schema" in document and "payload" in document else document
+
+
+# -- hostile records, for fuzzing -------------------------------------------------------------
+
+
+def fuzz_seed_documents(with_schema: bool) -> list[tuple[Any, Any]]:
+    """Real-looking (key document, value document) pairs of each kind the connector writes,
+    for tests/unit/test_fuzz_decoders.py to mutate."""
+    table = CassandraTable(with_schema, rng=random.Random(7))
+    table.insert((1, "a"), {"name": "Anne", "score": 2**63 - 1, "price": "1.10"}, ttl_s=3)
+    table.update((1, "a"), {"tags": ["x"], "note": None})
+    table.delete((1, "a"), tombstone=True)
+    table.snapshot((2, "b"))
+    table.range_tombstone(1, "a", "c")
+    return [
+        (exact.loads(e.record_key), None if e.value is None else exact.loads(e.value))
+        for e in table.events
+    ]

@@ -1,17 +1,19 @@
 """Fuzzing the decoders: real-looking Debezium events (keys, values, key-change headers, schema
-envelopes) and CockroachDB changefeed messages, mutated by hypothesis into hostile shapes —
-deep nesting, integers of any width, wrong types, lone surrogates, NaN/Infinity text, empty and
-garbage bytes — and run through the core with and without state. No exception may escape,
-every record must come out as an output, a dead letter or a counted drop/park, and the resulting
-state must survive the state codec.
+envelopes), CockroachDB changefeed messages and Debezium Cassandra events, mutated by hypothesis
+into hostile shapes — deep nesting, integers of any width, wrong types, lone surrogates,
+NaN/Infinity text, empty and garbage bytes — and run through the core with and without state.
+No exception may escape, every record must come out as an output, a dead letter or a counted
+drop/park, and the resulting state must survive the state codec.
 
-The events and their mutations are in tests/support/hostile_events.py; `HYDRATOR_FUZZ_EXAMPLES`
-sets how many events each test tries (default: a few seconds' worth).
+The events and their mutations are in tests/support/hostile_events.py (the Cassandra events in
+tests/support/cassandra_model.py); `HYDRATOR_FUZZ_EXAMPLES` sets how many events each test
+tries (default: a few seconds' worth).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from hypothesis import given
@@ -23,6 +25,8 @@ from hydrator.core.records import HEADER_SOURCE
 from hydrator.formats import codec_for
 from state.codec import decode_state, encode_state
 from state.record import StateRecord
+from tests.support.cassandra_model import TOPIC as CASSANDRA_TOPIC
+from tests.support.cassandra_model import fuzz_seed_documents
 from tests.support.core import debezium_hydrator, engine_step
 from tests.support.hostile_events import (
     FUZZ,
@@ -56,7 +60,12 @@ def states_for(hydrator: Hydrator, key: int) -> list[StateRecord | None]:
 # -- what must hold ------------------------------------------------------------------------------
 
 
-def check(hydrator: Hydrator, record: RawRecord, step: Transition) -> None:
+def check(
+    hydrator: Hydrator,
+    record: RawRecord,
+    step: Transition,
+    rewrite_check: Callable[[bytes | None, bytes], None] | None = None,
+) -> None:
     """Nothing vanished; everything that came out can be written; the state can be kept."""
     counted = any(step.counts.get(name) for name in COUNTED_ENDS)
     assert step.emitted or step.dead or counted, (record, step)
@@ -68,7 +77,7 @@ def check(hydrator: Hydrator, record: RawRecord, step: Transition) -> None:
     for output in step.emitted:
         ours = output.headers[-1] == (HEADER_SOURCE, record.source.encode())
         if ours and output.value is not None and output.value != record.value:
-            assert_exact_rewrite(record.value, output.value)
+            (rewrite_check or assert_exact_rewrite)(record.value, output.value)
     for handoff in step.handoffs:
         assert Handoff.decode(handoff.encode()) == handoff
         hydrator.receive_handoff(None, handoff, 1)
@@ -209,3 +218,47 @@ def test_no_hostile_changefeed_message_escapes_the_core(record: RawRecord) -> No
                     exact.loads(record.value, decimals=True)
                 )
                 assert output.value.startswith(record.value.rstrip()[:-1])
+
+
+# -- the Cassandra codec ------------------------------------------------------------------------
+
+CASSANDRA_SEEDS = {envelope: fuzz_seed_documents(envelope) for envelope in (False, True)}
+
+
+@st.composite
+def hostile_cassandra_records(draw: st.DrawFn) -> RawRecord:
+    """An event of each kind the Cassandra connector writes, mutated."""
+    key, value = draw(st.sampled_from(CASSANDRA_SEEDS[draw(st.booleans())]))
+    offset = draw(st.integers(0, 10))
+    return RawRecord(CASSANDRA_TOPIC, 0, offset, draw(mutated(key)), draw(mutated(value)))
+
+
+@FUZZ
+@given(hostile_cassandra_records())
+def test_no_hostile_cassandra_record_escapes_the_core(record: RawRecord) -> None:
+    hydrator = Hydrator(codec_for("cassandra"), SETTINGS)
+    key, value = CASSANDRA_SEEDS[False][0]
+    good = RawRecord(CASSANDRA_TOPIC, 0, 0, exact.dumps(key), exact.dumps(value))
+    known = engine_step(hydrator, None, good, 0).state
+    for state in (None, known):
+        step = engine_step(hydrator, state, record, 1)
+        check(hydrator, record, step, rewrite_check=assert_cassandra_rewrite)
+
+
+def assert_cassandra_rewrite(original: bytes | None, rewritten: bytes) -> None:
+    """A filled record is the input with unwritten cells filled in, marked `set: false`; every
+    other number exactly as it was."""
+    assert original is not None
+    before, after = exact.loads(original), exact.loads(rewritten)
+    if "schema" in before and "payload" in before:
+        assert after["schema"] == before["schema"]
+        before, after = before["payload"], after["payload"]
+    for name, value in before.items():
+        if name != "after":
+            assert after[name] == value and type(after[name]) is type(value)
+    for column, value in before["after"].items():
+        if after["after"][column] != value:
+            assert value is None or value["set"] is False, column
+            assert after["after"][column]["set"] is False, column
+        else:
+            assert _types(after["after"][column]) == _types(value)
