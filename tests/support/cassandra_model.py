@@ -339,6 +339,41 @@ def value_schema() -> dict[str, Any]:
     }
 
 
+# -- a random workload -----------------------------------------------------------------------
+
+
+def random_history(table: CassandraTable, rng: random.Random, keys: list[Key], steps: int) -> None:
+    """Inserts, updates (NULLs and TTLs among them), deletes with Kafka tombstones, snapshot
+    rows and range tombstones on `keys`, for end-to-end runs."""
+    actions = ["insert", "update", "delete", "snapshot", "range"]
+    for _ in range(steps):
+        key = rng.choice(keys)
+        action = rng.choices(actions, weights=[3, 8, 1, 1, 0.3])[0]
+        ttl = rng.choice([None, None, None, None, 2, 5])
+        if action == "insert":
+            table.insert(key, random_values(rng), ttl)
+        elif action == "update":
+            table.update(key, random_values(rng), ttl)
+        elif action == "delete":
+            table.delete(key, tombstone=rng.random() < 0.5)
+        elif action == "snapshot":
+            table.snapshot(key)
+        else:
+            table.range_tombstone(key[0], "a", "m")
+
+
+def random_values(rng: random.Random) -> dict[str, Any]:
+    makers = {
+        "name": lambda: rng.choice(["Anne", "Bob", "Chloé", "Dmitri"]) + str(rng.randint(0, 99)),
+        "score": lambda: rng.choice([rng.randint(-1000, 1000), 2**63 - 1, -(2**63), 10**30]),
+        "tags": lambda: [rng.choice("xyz") for _ in range(rng.randint(0, 3))],
+        "price": lambda: f"{rng.randint(0, 10**20)}.{rng.randint(0, 999999):06d}",
+        "note": lambda: "n" * rng.randint(1, 40),
+    }
+    columns = rng.sample(REGULAR_COLUMNS, rng.randint(1, len(REGULAR_COLUMNS)))
+    return {c: None if rng.random() < 0.1 else makers[c]() for c in columns}
+
+
 # -- what a cluster does to the events ------------------------------------------------------
 
 
