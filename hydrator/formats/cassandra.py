@@ -21,9 +21,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from hydrator import exact
 from hydrator.events import BadInput, ChangeEvent, Op, Passthrough, Patch, RawRecord
-from hydrator.formats.debezium import parse_json_object, unwrap
+from hydrator.formats.debezium import unwrap
 from hydrator.formats.keys import canonical_key, key_document
 
 OPS = {"i": Op.CREATE, "u": Op.UPDATE, "d": Op.DELETE}
@@ -78,7 +80,7 @@ class CassandraCodec:
     def decode(self, record: RawRecord) -> ChangeEvent | Passthrough:
         if record.value is None:
             return Passthrough("kafka tombstone")
-        root = parse_json_object(record.value, "value")
+        root = _parse(record.value)
         payload, _ = unwrap(root)
         if "op" not in payload:
             raise BadInput("not a Cassandra change event: no 'op' field")
@@ -125,6 +127,18 @@ class CassandraCodec:
         return exact.dumps(envelope.root)
 
 
+def _parse(raw: bytes) -> dict[str, Any]:
+    """The value as a JSON object; numbers with a fraction (`double`, `float`, `decimal` columns)
+    keep their digits as written."""
+    try:
+        document = exact.loads(raw, decimals=True)
+    except (orjson.JSONDecodeError, exact.ExactJSONError) as exc:
+        raise BadInput(f"value is not JSON: {exc}") from None
+    if not isinstance(document, dict):
+        raise BadInput(f"value is a JSON {type(document).__name__}, not an object")
+    return document
+
+
 def _write_time(source: Any) -> int:
     """The mutation's write time in microseconds."""
     if not isinstance(source, dict):
@@ -134,7 +148,7 @@ def _write_time(source: Any) -> int:
         if time is None:
             continue
         if type(time) is not int:
-            raise BadInput(f"source.{name} is {time!r}, not an integer")
+            raise BadInput(f"source.{name} is {_json(time)}, not an integer")
         time *= scale
         if not _INT64[0] <= time <= _INT64[1]:
             raise BadInput(f"source.{name} out of range (64 bits): {time}")
@@ -151,11 +165,19 @@ def _cell(column: str, cell: Any) -> dict[str, Any] | None:
     if cell.keys() != CELL_FIELDS:
         raise BadInput(f"cell {column!r} has fields {sorted(cell)}, not value, deletion_ts and set")
     if type(cell["set"]) is not bool:
-        raise BadInput(f"cell {column!r}: 'set' is {cell['set']!r}, not a boolean")
+        raise BadInput(f"cell {column!r}: 'set' is {_json(cell['set'])}, not a boolean")
     deletion = cell["deletion_ts"]
     if deletion is not None and type(deletion) is not int:
-        raise BadInput(f"cell {column!r}: 'deletion_ts' is {deletion!r}, not an integer")
+        raise BadInput(f"cell {column!r}: 'deletion_ts' is {_json(deletion)}, not an integer")
     return cell
+
+
+def _json(value: Any) -> str:
+    """A value as the record spells it, for a dead letter's reason."""
+    try:
+        return exact.dumps(value).decode()
+    except exact.ExactJSONError:
+        return repr(value)
 
 
 def _deleted(write_time: int) -> dict[str, Any]:

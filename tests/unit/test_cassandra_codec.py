@@ -3,6 +3,7 @@ and documentation give, hydrated cell by cell (last write wins by write time).""
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 import orjson
@@ -321,8 +322,8 @@ BAD: list[tuple[str, Any, str]] = [
     ("no source", broken(source=None), "no 'source' object"),
     ("no write time", broken(source={"connector": "cassandra"}), "has no write time"),
     ("ts_us a float", broken(source__ts_us=1.5), "source.ts_us is 1.5, not an integer"),
-    ("ts_us a string", broken(source__ts_us="1"), "not an integer"),
-    ("ts_us a bool", broken(source__ts_us=True), "not an integer"),
+    ("ts_us a string", broken(source__ts_us="1"), 'source.ts_us is "1", not an integer'),
+    ("ts_us a bool", broken(source__ts_us=True), "source.ts_us is true, not an integer"),
     ("ts_us too wide", broken(source__ts_us=2**64), "out of range (64 bits)"),
     (
         "schema envelope, payload not object",
@@ -382,3 +383,20 @@ def test_registered_and_detectable() -> None:
         '{"ck":"a","id":1001}'
     )
     assert codec.key(record(value("i", T0), key=None)) is None
+
+
+def test_numbers_with_a_fraction_keep_their_digits() -> None:
+    """`decimal.handling.mode=double` (the default) and `double`/`float` columns arrive as JSON
+    numbers as Java writes them; they come out with the same digits (trailing zeros too), filled
+    or not, never through a binary float."""
+    raw = exact.dumps(value("i", T0, name=cell("n"), score=cell(0))).replace(
+        b'"score":{"value":0', b'"score":{"value":1.10E-5'
+    )
+    run = Run()
+    assert run.send(raw).emitted[0].value == raw
+    update = exact.dumps(value("u", T0 + 1, note=cell(2.5))).replace(b"2.5", b"2.50")
+    (out,) = run.send(update).emitted
+    after = exact.loads(out.value, decimals=True)["after"]
+    assert after["score"] == filled(Decimal("1.10E-5")) and after["note"] == cell(Decimal("2.50"))
+    assert after["score"]["value"].as_tuple() == Decimal("1.10E-5").as_tuple()
+    assert b'"note":{"value":2.50,' in out.value
