@@ -21,10 +21,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from hydrator import exact
 from hydrator.events import BadInput, ChangeEvent, Op, Passthrough, Patch, RawRecord
+from hydrator.formats import values
 from hydrator.formats.debezium import unwrap
 from hydrator.formats.keys import canonical_key, key_document
 
@@ -80,7 +79,9 @@ class CassandraCodec:
     def decode(self, record: RawRecord) -> ChangeEvent | Passthrough:
         if record.value is None:
             return Passthrough("kafka tombstone")
-        root = _parse(record.value)
+        # read once, also under --format auto; fractions (double, float, decimal columns) keep
+        # their digits as written
+        root = values.take_object(record, decimals=True)
         payload, _ = unwrap(root)
         if "op" not in payload:
             raise BadInput("not a Cassandra change event: no 'op' field")
@@ -125,18 +126,6 @@ class CassandraCodec:
         for column, stored in patch.after.items():
             after[column] = None if stored is None else _filled(stored, envelope.write_time)
         return exact.dumps(envelope.root)
-
-
-def _parse(raw: bytes) -> dict[str, Any]:
-    """The value as a JSON object; numbers with a fraction (`double`, `float`, `decimal` columns)
-    keep their digits as written."""
-    try:
-        document = exact.loads(raw, decimals=True)
-    except (orjson.JSONDecodeError, exact.ExactJSONError) as exc:
-        raise BadInput(f"value is not JSON: {exc}") from None
-    if not isinstance(document, dict):
-        raise BadInput(f"value is a JSON {type(document).__name__}, not an object")
-    return document
 
 
 def _write_time(source: Any) -> int:

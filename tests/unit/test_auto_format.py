@@ -33,7 +33,21 @@ DEBEZIUM_WRAPPED = {"schema": envelope_schema(), "payload": DEBEZIUM_BARE}
 # One sample value per format (name -> values), from each format's documented shapes: every
 # registered format must have samples here, and each sample must be detected as its format.
 UPDATED = "1532377312562986715.0000000000"
+CASSANDRA_CELL = {"value": 1, "deletion_ts": None, "set": True}
+CASSANDRA = {
+    "ts_ms": 1,
+    "op": "u",
+    "source": {"connector": "cassandra", "ts_us": 1_700_000_000_000_000},
+    "after": {"id": CASSANDRA_CELL, "v": None, "_range_start": None, "_range_end": None},
+}
 SAMPLES: dict[str, list[dict[str, Any]]] = {
+    "cassandra": [
+        CASSANDRA,
+        {**CASSANDRA, "op": "i", "source": {"ts_us": 1}},  # cells, whatever the source says
+        {**CASSANDRA, "op": "d", "after": {"id": CASSANDRA_CELL, "v": {**CASSANDRA_CELL}}},
+        {**CASSANDRA, "op": "r"},  # a range tombstone, not Debezium's snapshot read
+        {"schema": {"type": "struct", "fields": []}, "payload": CASSANDRA},
+    ],
     "debezium": [DEBEZIUM_BARE, DEBEZIUM_WRAPPED, {**DEBEZIUM_BARE, "op": "t", "after": None}],
     "cockroachdb": [
         {"after": {"id": 1, "name": "Petee"}, "updated": UPDATED},
@@ -44,7 +58,7 @@ SAMPLES: dict[str, list[dict[str, Any]]] = {
     ],
 }
 # a record key each format's samples can carry
-SAMPLE_KEYS = {"debezium": b'{"id":1}', "cockroachdb": b"[1]"}
+SAMPLE_KEYS = {"debezium": b'{"id":1}', "cockroachdb": b"[1]", "cassandra": b'{"id":1}'}
 
 
 def auto() -> AutoCodec:
