@@ -1,9 +1,10 @@
 """One run, several input topics, a different format in each: `hydrator run` with the default
 `--format auto` tells every record's format from its value, through both engines over the real
-broker. Each topic is filled as its source fills it (Debezium: murmur2 of the key; CockroachDB:
-FNV-1a of the key, `resolved` in every partition, redelivered copies), and every output, read
-with read_committed, must be what that format's own hydration writes: no mismatch, nothing in
-the DLQ."""
+broker. Each topic is filled as its source fills it (Debezium and Cassandra: murmur2 of the key,
+Cassandra with replica copies arriving late; CockroachDB: FNV-1a of the key, `resolved` in every
+partition, redelivered copies), one topic per demo feed (hydrator/demo/feeds), and every
+output, read with read_committed, must be what that format's own hydration writes: no
+mismatch, nothing in the DLQ."""
 
 from __future__ import annotations
 

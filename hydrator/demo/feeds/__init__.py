@@ -95,4 +95,10 @@ def _cockroachdb(seed: int) -> Feed:
     return CockroachFeed(seed)
 
 
-FEEDS: dict[str, Callable[[int], Feed]] = {"cockroachdb": _cockroachdb}
+def _cassandra(seed: int) -> Feed:
+    from hydrator.demo.feeds.cassandra import CassandraFeed
+
+    return CassandraFeed(seed)
+
+
+FEEDS: dict[str, Callable[[int], Feed]] = {"cockroachdb": _cockroachdb, "cassandra": _cassandra}
