@@ -14,6 +14,7 @@ from hydrator.formats.cockroachdb import CockroachCodec
 from hydrator.formats.debezium import DebeziumCodec
 from hydrator.formats.options import FormatOptionError, FormatOptions
 from hydrator.formats.placeholders import PlaceholderForms
+from hydrator.formats.ydb import YdbCodec
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ FORMATS: tuple[Format, ...] = (
         ),
     ),
     Format("cockroachdb", lambda _: CockroachCodec(), aliases=("cockroach",)),
+    Format("ydb", lambda _: YdbCodec()),
 )
 
 FORMAT_NAMES = ("auto", *(name for f in FORMATS for name in (f.name, *f.aliases)))
