@@ -117,9 +117,8 @@ class YdbCodec:
         added: dict[str, Any] = {}
         if patch.whole_before is not None and "oldImage" not in document:
             added["oldImage"] = patch.whole_before
-        if event.op is not Op.DELETE and patch.new_image is not None:
-            if "newImage" not in document:
-                added["newImage"] = patch.new_image
+        if patch.new_image is not None and "newImage" not in document:  # None after an erase
+            added["newImage"] = patch.new_image
         if not added:
             return envelope.raw
         return exact.dumps({**document, **added})
@@ -150,9 +149,7 @@ def _parse(raw: bytes) -> dict[str, Any]:
         return document
     operations = [name for name in OPERATIONS if name in document]
     if not operations:
-        raise BadInput(
-            "not a YDB change record: none of 'update', 'reset', 'erase' or 'resolved'"
-        )
+        raise BadInput("not a YDB change record: none of 'update', 'reset', 'erase' or 'resolved'")
     if len(operations) > 1:
         raise BadInput(f"a YDB change record has one operation, this one {operations}")
     if "key" not in document:

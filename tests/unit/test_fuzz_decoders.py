@@ -1,13 +1,13 @@
 """Fuzzing the decoders: real-looking Debezium events (keys, values, key-change headers, schema
-envelopes), CockroachDB changefeed messages and Debezium Cassandra events, mutated by hypothesis
-into hostile shapes — deep nesting, integers of any width, wrong types, lone surrogates,
-NaN/Infinity text, empty and garbage bytes — and run through the core with and without state.
-No exception may escape, every record must come out as an output, a dead letter or a counted
-drop/park, and the resulting state must survive the state codec.
+envelopes), CockroachDB changefeed messages, Debezium Cassandra events and YDB changefeed
+records, mutated by hypothesis into hostile shapes — deep nesting, integers of any width, wrong
+types, lone surrogates, NaN/Infinity text, empty and garbage bytes — and run through the core
+with and without state. No exception may escape, every record must come out as an output, a
+dead letter or a counted drop/park, and the resulting state must survive the state codec.
 
 The events and their mutations are in tests/support/hostile_events.py (the Cassandra events in
-tests/support/cassandra_model.py); `HYDRATOR_FUZZ_EXAMPLES` sets how many events each test
-tries (default: a few seconds' worth).
+tests/support/cassandra_model.py, YDB's in hostile_ydb.py); `HYDRATOR_FUZZ_EXAMPLES` sets how
+many events each test tries (default: a few seconds' worth).
 """
 
 from __future__ import annotations
@@ -39,6 +39,8 @@ from tests.support.hostile_events import (
     mutated,
     serialize,
 )
+from tests.support.hostile_ydb import TOPIC as YDB_TOPIC
+from tests.support.hostile_ydb import good_ydb_record, hostile_ydb_records
 
 SETTINGS = HydrationSettings(max_record_bytes=256 * 1024, max_parked_records=3)
 # what a record may end as besides an output or a dead letter: each one counted
@@ -262,3 +264,33 @@ def assert_cassandra_rewrite(original: bytes | None, rewritten: bytes) -> None:
             assert after["after"][column]["set"] is False, column
         else:
             assert _types(after["after"][column]) == _types(value)
+
+
+# -- YDB changefeed records ----------------------------------------------------------------------
+
+YDB_IMAGES = ("oldImage", "newImage")
+
+
+@FUZZ
+@given(hostile_ydb_records())
+def test_no_hostile_ydb_record_escapes_the_core(record: RawRecord) -> None:
+    hydrator = Hydrator(codec_for("ydb"), SETTINGS)
+    routed = hydrator.route(record)
+    assert routed is None or isinstance(routed, DeadLetter) or routed.encode()
+    known = engine_step(hydrator, None, good_ydb_record(1, 0), 0).state
+    erased = engine_step(
+        hydrator, known, RawRecord(YDB_TOPIC, 0, 1, None, b'{"key":[1,"eu"],"erase":{}}'), 0
+    ).state
+    for state in (None, known, erased):
+        step = engine_step(hydrator, state, record, 1)
+        check(hydrator, record, step, assert_only_images_added)
+
+
+def assert_only_images_added(original: bytes | None, rewritten: bytes) -> None:
+    """A hydrated YDB record is the input plus `oldImage`/`newImage`; everything else exactly
+    as it was (no integer turned float)."""
+    assert original is not None
+    before, after = exact.loads(original), exact.loads(rewritten)
+    assert set(after) - set(before) <= set(YDB_IMAGES)
+    for name, value in before.items():
+        assert exact.dumps(after[name]) == exact.dumps(value), name
