@@ -21,6 +21,8 @@ Decimal as a string with every digit, String as base64, Json columns as nested J
 
 from __future__ import annotations
 
+import base64
+import random
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,6 +74,7 @@ class YdbTable:
     mode: str = "UPDATES"
     virtual_timestamps: bool = True
     partitions: int = 1
+    topic: str = TOPIC
     rows: dict[Key, Row] = field(default_factory=dict)
     log: list[Rendered] = field(default_factory=list)
     unscanned: dict[Key, Row] = field(default_factory=dict)
@@ -135,7 +138,7 @@ class YdbTable:
         for rendered in self.log:
             offset = offsets[rendered.partition]
             offsets[rendered.partition] += 1
-            out.append(RawRecord(TOPIC, rendered.partition, offset, None, rendered.value))
+            out.append(RawRecord(self.topic, rendered.partition, offset, None, rendered.value))
         return out
 
     def _before_change(self, key: Key, same_ts: bool) -> Row | None:
@@ -191,3 +194,51 @@ class YdbTable:
     @staticmethod
     def _full(columns: Row) -> Row:
         return {**dict.fromkeys(VALUE_COLUMNS), **columns}
+
+
+# -- a seeded workload (end-to-end tests, demos) -----------------------------------------------
+
+
+def random_row(rng: random.Random, columns: tuple[str, ...] | list[str]) -> Row:
+    spellings = {
+        "name": lambda: rng.choice(["Zürich", "ап", "n€w", ""]) + str(rng.randrange(1000)),
+        "amount": lambda: rng.choice([0, 2**64 - 1, rng.randrange(2**64)]),
+        "balance": lambda: f"{rng.randrange(-(10**24), 10**24)}.{rng.randrange(10**10):010d}",
+        "meta": lambda: {"n": rng.choice([1, 10**30, -(2**63)]), "tags": ["a", None]},
+        "blob": lambda: base64.b64encode(rng.randbytes(rng.randrange(12))).decode(),
+        "flag": lambda: rng.random() < 0.5,
+    }
+    return {c: None if rng.random() < 0.1 else spellings[c]() for c in columns}
+
+
+def random_history(table: YdbTable, seed: int, keys: int, statements: int) -> YdbTable:
+    """A reproducible history: a third of the rows preloaded for the initial scan, then
+    UPSERTs, UPDATEs, REPLACEs and DELETEs on `keys` rows (a row is created with every
+    column named, see test_ydb_properties.py), some merged under the previous change's
+    timestamp, some run twice, with barriers now and then."""
+    rng = random.Random(seed)
+    pool = [(rng.randrange(ID_SPACE), rng.choice(["eu", "us"])) for _ in range(keys)]
+    pool = list(dict.fromkeys(pool))
+    for key in pool[: len(pool) // 3]:
+        table.preload(key, random_row(rng, VALUE_COLUMNS))
+    for count in range(statements):
+        key = rng.choice(pool)
+        same_ts = rng.random() < 0.2
+        action = rng.choice(["upsert", "update", "update", "update", "replace", "erase"])
+        if action == "erase":
+            table.erase(key, same_ts)
+            continue
+        exists = key in table.rows
+        columns = random_row(
+            rng, rng.sample(VALUE_COLUMNS, rng.randrange(1, 4)) if exists else VALUE_COLUMNS
+        )
+        statement = {"upsert": table.upsert, "update": table.update, "replace": table.replace}
+        for again in range(2 if rng.random() < 0.1 else 1):
+            statement[action](key, columns, same_ts or again > 0)
+        if count % 10 == 0:
+            table.scan_some(2)
+        if count % 40 == 0:
+            table.resolved()
+    table.finish_scan()
+    table.resolved()
+    return table
