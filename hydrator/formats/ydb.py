@@ -7,7 +7,9 @@ does not name is NULL) or `erase: {}`; `newImage`/`oldImage` when the changefeed
 them, and `ts: [step, txId]` with virtual timestamps. `{"resolved": [step, txId]}` is a barrier
 sent to every partition, and `{"tableChanges": [...], "ts": [...]}` a schema change; both are
 forwarded unchanged. The hydrated record is the input plus `newImage` and `oldImage` as
-`MODE = 'NEW_AND_OLD_IMAGES'` carries them.
+`MODE = 'NEW_AND_OLD_IMAGES'` carries them, added to the input's own text, so everything it held
+stays byte for byte. Numbers are read exactly (hydrator.exact, `decimals`): a Uint64 or a wider
+integer in a Json column digit for digit, a Double in the 17 digits YDB writes it with.
 
 Nothing is stale by `ts`: YDB can give consecutive changes of one row the same virtual
 timestamp, and it delivers each key's changes in order anyway.
@@ -35,6 +37,7 @@ from hydrator.formats.keys import canonical
 OPERATIONS = ("update", "reset", "erase")
 _ROW_FIELDS = ("key", *OPERATIONS, "newImage", "oldImage")
 _MAX_UINT64 = 2**64 - 1
+_JSON_WHITESPACE = b" \t\n\r"
 
 
 class _Envelope:
@@ -121,7 +124,9 @@ class YdbCodec:
             added["newImage"] = patch.new_image
         if not added:
             return envelope.raw
-        return exact.dumps({**document, **added})
+        members = exact.dumps(added)  # `{"oldImage":...,"newImage":...}`
+        body = envelope.raw.rstrip(_JSON_WHITESPACE)  # `{..."key":[...]...}`: never empty
+        return b"%s,%s" % (body[:-1], members[1:])
 
     def _document(self, raw: bytes) -> dict[str, Any]:
         last = self._last
@@ -136,7 +141,7 @@ def _parse(raw: bytes) -> dict[str, Any]:
     """The value as a checked change record, barrier or schema change: what is wrong with it
     is the dead letter's reason, whether `key` or `decode` meets it first."""
     try:
-        document = exact.loads(raw)
+        document = exact.loads(raw, decimals=True)
     except (orjson.JSONDecodeError, exact.ExactJSONError) as exc:
         raise BadInput(f"value is not JSON: {exc}") from None
     if not isinstance(document, dict):

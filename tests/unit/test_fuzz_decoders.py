@@ -287,9 +287,10 @@ def test_no_hostile_ydb_record_escapes_the_core(record: RawRecord) -> None:
 
 
 def assert_only_images_added(original: bytes | None, rewritten: bytes) -> None:
-    """A hydrated YDB record is the input plus `oldImage`/`newImage`; everything else exactly
-    as it was (no integer turned float)."""
+    """A hydrated YDB record is the input's text with `oldImage`/`newImage` added; everything
+    else exactly as it was."""
     assert original is not None
+    assert rewritten.startswith(original.rstrip(b" \t\n\r")[:-1])
     before, after = exact.loads(original), exact.loads(rewritten)
     assert set(after) - set(before) <= set(YDB_IMAGES)
     for name, value in before.items():

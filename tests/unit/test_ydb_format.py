@@ -269,6 +269,18 @@ def test_64_bit_integers_decimals_and_wide_json_integers_survive_exactly() -> No
     assert exact.loads(out.value)["key"] == [U64, -(2**63)]
 
 
+def test_the_input_text_stays_byte_for_byte_and_doubles_keep_their_17_digits() -> None:
+    feed = Feed()
+    feed.step(b'{"key":[1],"update":{"r":0.10000000000000001,"n":"x"}}')
+    raw = b'{"key": [1], "update": {"r": 1.0000000000000002E-7},  "ts": [3, 4]}\n'
+    out = feed.step(raw).emitted[0].value
+    assert out.startswith(raw.rstrip()[:-1] + b",")
+    assert out.endswith(
+        b'"oldImage":{"r":0.10000000000000001,"n":"x"},'
+        b'"newImage":{"r":1.0000000000000002E-7,"n":"x"}}'
+    )
+
+
 # -- bad input ---------------------------------------------------------------------------------
 
 BAD_RECORDS: list[tuple[str, bytes, str]] = [
