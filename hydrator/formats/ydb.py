@@ -19,8 +19,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from hydrator import exact
 from hydrator.events import (
     Absent,
@@ -32,6 +30,7 @@ from hydrator.events import (
     Patch,
     RawRecord,
 )
+from hydrator.formats import values
 from hydrator.formats.keys import canonical
 
 OPERATIONS = ("update", "reset", "erase")
@@ -41,8 +40,8 @@ _JSON_WHITESPACE = b" \t\n\r"
 
 
 class _Envelope:
-    """What encode() needs: the value's bytes and its document (never changed: a duplicate
-    record may be decoded from the same cached parse)."""
+    """What encode() needs: the value's bytes and its document (never changed: encode may run
+    twice for one event)."""
 
     __slots__ = ("document", "raw")
 
@@ -55,16 +54,13 @@ class YdbCodec:
     name = "ydb"
     key_in_record_key = False
 
-    def __init__(self) -> None:
-        # `key` and then `decode` read the same value: the second read reuses the first parse.
-        # One tuple, replaced whole, so threads sharing the codec never see half an entry.
-        self._last: tuple[bytes, dict[str, Any]] | None = None
-
     def accepts(self, document: Any) -> bool:
         if not isinstance(document, dict):
             return False
-        if "resolved" in document:
-            return not any(name in document for name in _ROW_FIELDS)
+        for barrier in ("resolved", "tableChanges"):
+            if barrier in document:
+                fields = any(name in document for name in _ROW_FIELDS)
+                return isinstance(document[barrier], list) and not fields
         operations = sum(name in document for name in OPERATIONS)
         return operations == 1 and isinstance(document.get("key"), list)
 
@@ -74,7 +70,7 @@ class YdbCodec:
         Kafka API it is null for every record."""
         if record.value is None:
             return None
-        document = self._document(record.value)
+        document = _checked(values.peek(record))  # decode reads the same parse
         if _kind(document) is not None:
             return None
         key = document["key"]
@@ -87,7 +83,7 @@ class YdbCodec:
     def decode(self, record: RawRecord) -> ChangeEvent | Passthrough:
         if record.value is None:
             return Passthrough("kafka tombstone")
-        document = self._document(record.value)
+        document = _checked(values.take(record, decimals=True))
         kind = _kind(document)
         if kind is not None:
             return Passthrough(kind)
@@ -128,22 +124,10 @@ class YdbCodec:
         body = envelope.raw.rstrip(_JSON_WHITESPACE)  # `{..."key":[...]...}`: never empty
         return b"%s,%s" % (body[:-1], members[1:])
 
-    def _document(self, raw: bytes) -> dict[str, Any]:
-        last = self._last
-        if last is not None and (last[0] is raw or last[0] == raw):
-            return last[1]
-        document = _parse(raw)
-        self._last = (raw, document)
-        return document
 
-
-def _parse(raw: bytes) -> dict[str, Any]:
+def _checked(document: Any) -> dict[str, Any]:
     """The value as a checked change record, barrier or schema change: what is wrong with it
     is the dead letter's reason, whether `key` or `decode` meets it first."""
-    try:
-        document = exact.loads(raw, decimals=True)
-    except (orjson.JSONDecodeError, exact.ExactJSONError) as exc:
-        raise BadInput(f"value is not JSON: {exc}") from None
     if not isinstance(document, dict):
         raise BadInput(f"value is a JSON {_type(document)}, not an object")
     kind = _kind(document)

@@ -56,9 +56,22 @@ SAMPLES: dict[str, list[dict[str, Any]]] = {
         {"after": {"id": 1}, "before": None, "updated": UPDATED, "mvcc_timestamp": UPDATED},
         {"after": {"id": 1}, "key": [1], "topic": "t", "updated": UPDATED},
     ],
+    "ydb": [
+        {"key": [1, "one"], "update": {"payload": "lorem ipsum", "date": "2022-02-22"}},
+        {"key": [2, "two"], "erase": {}},
+        {"key": [1], "reset": {"a": None}, "ts": [1670792400890, 562949953607163]},
+        {"key": [1, 2, 3], "update": {}, "newImage": {"t": "v"}, "oldImage": {"t": None}},
+        {"resolved": [1670792400890, 562949953607163]},
+        {"tableChanges": [{"table": {"schemaVersion": 2}}], "ts": [1, 2]},
+    ],
 }
 # a record key each format's samples can carry
-SAMPLE_KEYS = {"debezium": b'{"id":1}', "cockroachdb": b"[1]", "cassandra": b'{"id":1}'}
+SAMPLE_KEYS = {
+    "debezium": b'{"id":1}',
+    "cockroachdb": b"[1]",
+    "cassandra": b'{"id":1}',
+    "ydb": None,
+}
 
 
 def auto() -> AutoCodec:

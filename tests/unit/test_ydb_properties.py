@@ -1,7 +1,8 @@
 """Property: random YDB table histories, written by the changefeed in UPDATES, NEW_IMAGE or
 NEW_AND_OLD_IMAGES mode (with equal virtual timestamps, identical consecutive records, an
 initial scan and barriers; partitions read in any interleaving), hydrate into exactly the
-images NEW_AND_OLD_IMAGES carries for the same changes (tests/support/ydb_model.py)."""
+images NEW_AND_OLD_IMAGES carries for the same changes (tests/support/ydb_model.py), under
+`--format ydb` and under `--format auto` alike."""
 
 from __future__ import annotations
 
@@ -135,13 +136,14 @@ def hydrate(data: st.DataObject, table: YdbTable, hydrator: Hydrator) -> dict[st
     mode=st.sampled_from(MODES),
     virtual_timestamps=st.booleans(),
     partitions=st.integers(1, 4),
+    name=st.sampled_from(["ydb", "auto"]),
 )
 def test_hydrated_changefeed_carries_the_new_and_old_images(
-    data: st.DataObject, mode: str, virtual_timestamps: bool, partitions: int
+    data: st.DataObject, mode: str, virtual_timestamps: bool, partitions: int, name: str
 ) -> None:
     table = YdbTable(mode, virtual_timestamps, partitions)
     build_history(data, table)
-    outputs = hydrate(data, table, Hydrator(codec_for("ydb")))
+    outputs = hydrate(data, table, Hydrator(codec_for(name)))
     records = table.records()
     assert len(outputs) == len(records)
     for record, rendered in zip(records, table.log, strict=True):
