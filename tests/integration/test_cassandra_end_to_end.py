@@ -89,7 +89,8 @@ def test_cassandra_events_hydrate_through_the_engine(
             if source in outputs:  # Spark writes at least once: a repeat is the same record
                 assert _same(outputs[source], out), source
             outputs[source] = out
-    assert outputs.keys() == expected.keys()
+    missing, extra = expected.keys() - outputs.keys(), outputs.keys() - expected.keys()
+    assert not missing and not extra, (sorted(missing), sorted(extra), done.stderr[-5000:])
     mismatches = [s for s, out in outputs.items() if not _matches(out, *expected[s], s)]
     filled = sum(bool(out.header(HEADER_FILLED)) for out in outputs.values())
     print(

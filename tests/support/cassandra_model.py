@@ -368,7 +368,8 @@ def random_values(rng: random.Random) -> dict[str, Any]:
         "score": lambda: rng.choice([rng.randint(-1000, 1000), 2**63 - 1, -(2**63), 10**30]),
         "tags": lambda: [rng.choice("xyz") for _ in range(rng.randint(0, 3))],
         "price": lambda: f"{rng.randint(0, 10**20)}.{rng.randint(0, 999999):06d}",
-        "note": lambda: "n" * rng.randint(1, 40),
+        # now and then over the 2 KB past which state keeps a value compressed, apart
+        "note": lambda: rng.choice("nop") * rng.choice([rng.randint(1, 40), 3000]),
     }
     columns = rng.sample(REGULAR_COLUMNS, rng.randint(1, len(REGULAR_COLUMNS)))
     return {c: None if rng.random() < 0.1 else makers[c]() for c in columns}
