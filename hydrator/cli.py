@@ -27,6 +27,7 @@ from hydrator.config import (
     SparkOptions,
     check_application_id,
     load_config_file,
+    local_state_dir,
     parse_duration_ms,
     parse_size_bytes,
     parse_spark_conf,
@@ -213,10 +214,12 @@ def cli() -> None:
 )
 @click.option(
     "--state-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("hydrator-state"),
+    default="hydrator-state",
     show_default=True,
     envvar=_env("state_dir"),
+    metavar="DIR|URI",
+    help="Local state directory; --engine spark also takes a URI its checkpoint can use "
+    "(file://, hdfs://, s3a://...).",
 )
 @click.option(
     "--application-id",
@@ -669,13 +672,19 @@ def build_config(options: dict[str, Any]) -> RunConfig:
     )
     _check_placeholder(format_options)
     _check_format(options["format_"], format_options)
+    state_dir = str(options["state_dir"])
+    if options["engine"] != "spark":
+        try:
+            state_dir = local_state_dir(state_dir)
+        except ConfigError as exc:
+            raise click.BadParameter(str(exc), param_hint="'--state-dir'") from None
     return RunConfig(
         engine=options["engine"],
         bootstrap_servers=options["bootstrap_servers"],
         input_topics=inputs,
         output_topic=output_topic,
         output_suffix=output_suffix,
-        state_dir=options["state_dir"],
+        state_dir=state_dir,
         application_id=options["application_id"],
         format=options["format_"],
         format_options=format_options,

@@ -19,6 +19,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
+from urllib.request import url2pathname
 
 from hydrator.core.settings import HydrationSettings
 from hydrator.formats.options import FormatOptions
@@ -43,6 +45,8 @@ _SIZE_BYTES = {
 
 
 _APPLICATION_ID = re.compile(r"[A-Za-z0-9._-]+")
+# `scheme:/...`: what Hadoop (and so Spark's checkpoint) reads as a URI rather than a path
+_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:/")
 
 
 class ConfigError(ValueError):
@@ -60,6 +64,25 @@ def check_application_id(value: str) -> str:
     return value
 
 
+def is_uri(location: str | Path) -> bool:
+    """`s3a://bucket/dir`, `file:///var/lib/x`: a URI, not a path."""
+    return isinstance(location, str) and _URI.match(location) is not None
+
+
+def local_state_dir(location: str | Path) -> Path:
+    """The embedded engine's --state-dir: a local directory (RocksDB needs one), as a path or a
+    `file:` URI."""
+    if not is_uri(location):
+        return Path(location)
+    parts = urlsplit(str(location))
+    if parts.scheme.lower() != "file" or parts.netloc not in ("", "localhost"):
+        raise ConfigError(
+            f"{location} is not a local directory: the embedded engine keeps its state on a "
+            "local disk (a path or file:///...); URIs of other filesystems are for --engine spark"
+        )
+    return Path(url2pathname(parts.path))
+
+
 @dataclass(frozen=True)
 class RunConfig:
     engine: str
@@ -67,7 +90,8 @@ class RunConfig:
     input_topics: tuple[str, ...]
     output_topic: str | None = None
     output_suffix: str | None = None
-    state_dir: Path = Path("hydrator-state")
+    # A local directory; the Spark engine also takes a URI its checkpoint can use (s3a://...).
+    state_dir: Path | str = Path("hydrator-state")
     application_id: str = DEFAULT_APPLICATION_ID
     format: str = "auto"
     format_options: FormatOptions = field(default_factory=FormatOptions)

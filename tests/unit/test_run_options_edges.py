@@ -162,3 +162,44 @@ def test_an_unusable_state_dir_is_a_configuration_error(tmp_path: Path) -> None:
     blocker.write_text("")
     with pytest.raises(StateDirUnusable, match="--state-dir"):
         StateDirectory(blocker / "state", "app").lock()
+
+
+@pytest.mark.parametrize("uri", ["s3a://bucket/state", "hdfs://nn:8020/state", "file://host/x"])
+def test_the_embedded_engine_refuses_a_state_dir_uri(captured: list[RunConfig], uri: str) -> None:
+    result = invoke([*BASE, "--state-dir", uri])
+    assert result.exit_code == 2
+    assert "--state-dir" in result.output and uri in result.output
+    assert "local" in result.output and not captured
+
+
+@pytest.mark.parametrize(
+    ("given", "path"),
+    [
+        ("file:///var/lib/h", "/var/lib/h"),
+        ("file:/var/lib/h", "/var/lib/h"),
+        ("rel/dir", "rel/dir"),
+    ],
+)
+def test_the_embedded_engine_takes_a_path_or_a_file_uri(
+    captured: list[RunConfig], given: str, path: str
+) -> None:
+    assert invoke([*BASE, "--state-dir", given]).exit_code == 0
+    assert captured[0].state_dir == Path(path)
+
+
+def test_the_spark_engine_keeps_a_state_dir_uri_as_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    configs: list[RunConfig] = []
+    monkeypatch.setattr(cli, "_run_spark", lambda config, spark: configs.append(config) or 0)
+    spark = [*BASE[:2], "spark", *BASE[3:]]
+    assert invoke([*spark, "--state-dir", "s3a://bucket/state"]).exit_code == 0
+    assert configs[0].state_dir == "s3a://bucket/state"
+
+
+def test_the_checkpoint_of_a_path_is_a_local_uri_and_a_uri_stays_on_its_filesystem(
+    tmp_path: Path,
+) -> None:
+    from hydrator.engines.spark.checkpoint_dir import checkpoint_location
+
+    assert checkpoint_location(tmp_path, "app") == f"file://{tmp_path}/app/checkpoint"
+    assert checkpoint_location("s3a://b/dir/", "app") == "s3a://b/dir/app/checkpoint"
+    assert checkpoint_location("file:///x", "app") == "file:///x/app/checkpoint"

@@ -10,7 +10,6 @@ import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer
@@ -19,9 +18,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
 from hydrator.config import RunConfig
-from hydrator.engines.embedded.state_dir import check_writable
 from hydrator.engines.embedded.topics import TopologyError, output_topics
-from hydrator.engines.spark.clock import CatchUpGate, CatchUpListener, DowntimeLedger
+from hydrator.engines.spark.checkpoint_dir import CheckpointDirectory, checkpoint_location
+from hydrator.engines.spark.clock import CatchUpGate, CatchUpListener, DowntimeLedger, ShippedGate
 from hydrator.engines.spark.parked import parked_summary
 from hydrator.engines.spark.query import COUNTERS, OBSERVATION, QuerySpec, writer
 from hydrator.engines.spark.session import spark_session
@@ -33,6 +32,8 @@ from hydrator.kafka.record_limits import TopicLimits
 from hydrator.ops.jumps import JumpWatch
 
 log = logging.getLogger("hydrator.spark")
+# py4j logs every listener callback at INFO: a line per micro-batch and listener.
+logging.getLogger("py4j").setLevel(logging.WARNING)
 TRIGGER_INTERVAL = "500 milliseconds"
 
 
@@ -48,7 +49,7 @@ class SparkEngine:
         self.master = master
         self.spark_conf = dict(spark_conf or {})
         self.max_offsets_per_trigger = max_offsets_per_trigger
-        self.checkpoint = Path(config.state_dir).absolute() / config.application_id / "checkpoint"
+        self.checkpoint = checkpoint_location(config.state_dir, config.application_id)
         self._stop = threading.Event()
 
     # -- set-up --------------------------------------------------------------------------------
@@ -69,15 +70,21 @@ class SparkEngine:
             if isinstance(client, Consumer):
                 client.close()
 
-    def _topics(self) -> tuple[Topics, int, dict[str, int]]:
-        """The topics, their partition count, and the size limit of each topic written."""
-        config = self.config
-        admin = _checked_client(AdminClient, self._clients().admin(), config.kafka_properties)
-        counts = partition_counts(admin, config.input_topics)
+    def _admin(self) -> AdminClient:
+        return _checked_client(AdminClient, self._clients().admin(), self.config.kafka_properties)
+
+    def _input_partitions(self) -> int:
+        """The partition count of the inputs (the largest), which must all exist."""
+        counts = partition_counts(self._admin(), self.config.input_topics)
         missing = [topic for topic, count in counts.items() if count is None]
         if missing:
             raise TopologyError(f"--input-topic {missing[0]}: the topic does not exist")
-        partitions = max(count for count in counts.values() if count)
+        return max(count for count in counts.values() if count)
+
+    def _topics(self, partitions: int) -> tuple[Topics, dict[str, int]]:
+        """Create the topics the query writes; their names and the size limit of each."""
+        config = self.config
+        admin = self._admin()
         outputs = output_topics(config.input_topics, config.output_topic, config.output_suffix)
         topics = Topics(outputs, f"{config.application_id}-handoff", f"{config.application_id}-dlq")
         limits = TopicLimits.for_max_record_bytes(config.hydration.max_record_bytes)
@@ -92,7 +99,7 @@ class SparkEngine:
         # What the broker says, else what the engine creates the topic with (as embedded).
         described = max_message_bytes(admin, [s.name for s in specs])
         sizes = {s.name: described[s.name] or int(s.config["max.message.bytes"]) for s in specs}
-        return topics, partitions, sizes
+        return topics, sizes
 
     def _spec(self, topics: Topics, sizes: Mapping[str, int]) -> QuerySpec:
         config = self.config
@@ -100,7 +107,7 @@ class SparkEngine:
             bootstrap_servers=config.bootstrap_servers,
             inputs=tuple(config.input_topics),
             topics=topics,
-            checkpoint=str(self.checkpoint),
+            checkpoint=self.checkpoint,
             hydrator=HydratorSpec(
                 config.hydration,
                 config.format,
@@ -130,24 +137,26 @@ class SparkEngine:
     # -- running -------------------------------------------------------------------------------
 
     def run(self) -> None:
-        # The state directory first: a bad --state-dir must not leave topics behind.
-        check_writable(self.checkpoint.parent)
         self._check_client_properties()
-        topics, partitions, sizes = self._topics()
+        partitions = self._input_partitions()
         spark = spark_session(
             self.config.application_id, self.master, partitions * 2, self.spark_conf
         )
+        log.info("Spark master %s; checkpoint %s", spark.sparkContext.master, self.checkpoint)
+        # Through Spark's own filesystem (a URI needs its connector), before any topic is
+        # created: a bad --state-dir must not leave topics behind.
+        checkpoint = CheckpointDirectory(spark, self.checkpoint)
+        checkpoint.check_writable()
+        topics, sizes = self._topics(partitions)
         progress = _Progress(self.config.progress_interval_s)
         spark.streams.addListener(progress)
         # Downtime is counted from here: the session's start-up is not processing either.
-        ledger = DowntimeLedger(self.checkpoint)
-        gate = CatchUpGate(self.checkpoint, self._ends(topics))
-        catch_up = CatchUpListener(gate)
+        ledger = DowntimeLedger(checkpoint)
+        shipped = ShippedGate(spark)
+        catch_up = CatchUpListener(CatchUpGate(self._ends(topics), shipped.open))
         spark.streams.addListener(catch_up)
         spec = replace(
-            self._spec(topics, sizes),
-            clock_offset_ms=ledger.start(),
-            catch_up_gate=(str(gate.path), gate.run),
+            self._spec(topics, sizes), clock_offset_ms=ledger.start(), catch_up_gate=shipped.key
         )
         try:
             if self.config.available_now:
@@ -156,6 +165,7 @@ class SparkEngine:
                 self._continuous(spark, spec)
         finally:
             ledger.stop()
+            shipped.close()
             spark.streams.removeListener(catch_up)
             spark.streams.removeListener(progress)
             counts = dict(progress.totals)
@@ -182,7 +192,7 @@ class SparkEngine:
             if run["handoffs_sent"]:
                 continue  # they are in the handoff topic now: another run applies them
             parked, deadline_ms = parked_summary(
-                spark, str(self.checkpoint), self.config.hydration.handoff_timeout_ms
+                spark, self.checkpoint, self.config.hydration.handoff_timeout_ms
             )
             if parked == 0:
                 return
