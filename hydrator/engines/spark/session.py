@@ -2,7 +2,11 @@
 driver's interpreter for the Python workers, worker reuse, quiet logs.
 
 Under `spark-submit` whatever it configured (master, the workers' Python, ...) is kept: the
-defaults here only fill what is unset. `--spark-conf` always wins."""
+defaults here (`--master` among them) only fill what is unset. `--spark-conf` always wins.
+
+Started by `hydrator run` instead, the process has no JVM yet: the session's settings go to the
+JVM PySpark launches, which is why nothing may start one before (`spark.driver.memory` and the
+like only take effect at launch)."""
 
 from __future__ import annotations
 
@@ -10,8 +14,10 @@ import os
 import sys
 from collections.abc import Mapping
 
-from pyspark import SparkConf
+from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
+
+from hydrator.spark_app import SCRIPT
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
@@ -33,11 +39,25 @@ def spark_session(
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
     }
-    submitted = SparkConf()  # what spark-submit (or spark-defaults.conf) already set
-    settings = {k: v for k, v in defaults.items() if not submitted.contains(k)}
+    submitted = _submitted_settings()
+    settings = {k: v for k, v in defaults.items() if k not in submitted}
     builder = SparkSession.builder
     for name, value in {**settings, **(conf or {})}.items():
         builder = builder.config(name, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def _submitted_settings() -> set[str]:
+    """The settings spark-submit made (its options, its properties file, spark-defaults.conf),
+    when it started this process: its JVM is then up already, and PySpark finds it by
+    PYSPARK_GATEWAY_PORT. Otherwise none."""
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return set()
+    SparkContext._ensure_initialized()  # connects to spark-submit's JVM, launches none
+    submitted = dict(SparkConf().getAll())
+    if submitted.get("spark.app.name") == SCRIPT.name:
+        # spark-submit's default, the script's file name: the application id says more
+        del submitted["spark.app.name"]
+    return set(submitted)

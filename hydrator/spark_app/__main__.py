@@ -1,0 +1,3 @@
+from hydrator.spark_app import SCRIPT
+
+print(SCRIPT)
