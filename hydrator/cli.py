@@ -26,6 +26,7 @@ from hydrator.config import (
     RunConfig,
     SparkOptions,
     check_application_id,
+    is_uri,
     load_config_file,
     local_state_dir,
     parse_duration_ms,
@@ -107,6 +108,19 @@ class ApplicationId(click.ParamType):
             return check_application_id(str(value))
         except ConfigError as exc:
             self.fail(str(exc), param, ctx)
+
+
+class StateDir(click.ParamType):
+    """A directory path, or a URI (for --engine spark: checked through Spark's filesystems when
+    the engine starts; the embedded engine refuses it in build_config)."""
+
+    name = "dir|uri"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text = str(value)
+        if not is_uri(text) and Path(text).exists() and not Path(text).is_dir():
+            self.fail(f"{text} is a file, not a directory", param, ctx)
+        return text
 
 
 class KafkaProperty(click.ParamType):
@@ -214,10 +228,10 @@ def cli() -> None:
 )
 @click.option(
     "--state-dir",
+    type=StateDir(),
     default="hydrator-state",
     show_default=True,
     envvar=_env("state_dir"),
-    metavar="DIR|URI",
     help="Local state directory; --engine spark also takes a URI its checkpoint can use "
     "(file://, hdfs://, s3a://...).",
 )
