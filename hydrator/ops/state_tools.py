@@ -133,14 +133,16 @@ def parse_key(text: str, format_name: str = "auto", input_topic: str | None = No
     the format's codec names it (for Debezium, the key JSON's canonical spelling, bare or in a
     schema envelope)."""
     codec = codec_for(format_name)
-    if not codec.key_in_record_key:
-        raise StateToolError(
-            f"--key: the {codec.name} format keeps a row's identity in the value, not the key"
-        )
     try:
+        # A record without a value: `auto` names its state by the Kafka key, which is also how
+        # every format it knows spells a key (YDB's `key` array included).
         key = codec.key(RawRecord(input_topic or "", 0, 0, text.encode(), None))
     except ValueError as exc:  # InvalidKey, BadInput
         raise StateToolError(f"--key: {exc}") from None
+    if key is None and not codec.key_in_record_key:
+        raise StateToolError(
+            f"--key: the {codec.name} format keeps a row's identity in the value, not the key"
+        )
     if key is None:
         raise StateToolError(f"--key: the {codec.name} format finds no key in {text!r}")
     return key

@@ -16,6 +16,7 @@ from hydrator.events import Patch
 from hydrator.formats import FORMAT_NAMES, FORMATS, FormatOptions, codec_for, values
 from hydrator.formats.auto import AutoCodec
 from hydrator.formats.placeholders import PlaceholderForms
+from hydrator.ops.state_tools import parse_key
 from tests.support.core import engine_step
 from tests.support.debezium_model import DebeziumModel, envelope_schema
 from tests.unit.test_hydration_properties import build_history, expected_by_key, hydrate_log
@@ -219,3 +220,17 @@ def test_random_debezium_histories_hydrate_under_auto_as_under_debezium(
         assert [(e["before"], e["after"]) for e in got] == [
             (e["before"], e["after"]) for e in events
         ]
+
+
+@pytest.mark.parametrize(
+    ("name", "value"), [(name, v) for name, samples in SAMPLES.items() for v in samples]
+)
+def test_state_tools_under_auto_name_the_state_each_format_keeps(name: str, value: Any) -> None:
+    """`hydrator state inspect --key` (default format auto) takes a key as its format spells it:
+    the Kafka key, or YDB's `key` array."""
+    raw = record(value, key=SAMPLE_KEYS[name])
+    key = auto().key(raw)
+    if key is None:  # barriers and the like have no state
+        return
+    spelled = (SAMPLE_KEYS[name] or orjson.dumps(value["key"])).decode()
+    assert parse_key(spelled, "auto") == key

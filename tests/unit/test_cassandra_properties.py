@@ -67,9 +67,11 @@ def build_history(data: st.DataObject, table: CassandraTable, ranges: bool) -> N
             table.range_tombstone(key[0], "a", "z")
 
 
-def hydrate(arrivals: list[Event]) -> tuple[list[Any], dict[str, StateRecord | None]]:
+def hydrate(
+    arrivals: list[Event], format_name: str = "cassandra"
+) -> tuple[list[Any], dict[str, StateRecord | None]]:
     """Each arrival's output (value document, filled, unresolved), and the states."""
-    hydrator = Hydrator(codec_for("cassandra"))
+    hydrator = Hydrator(codec_for(format_name))
     states: dict[str, StateRecord | None] = {}
     outputs = []
     for raw in records(arrivals):
@@ -98,14 +100,19 @@ def _columns(header: bytes | None) -> tuple[str, ...]:
 
 
 @SETTINGS
-@given(data=st.data(), with_schema=st.booleans(), rng=st.randoms(use_true_random=False))
+@given(
+    data=st.data(),
+    with_schema=st.booleans(),
+    rng=st.randoms(use_true_random=False),
+    format_name=st.sampled_from(["cassandra", "auto"]),
+)
 def test_out_of_order_replica_deliveries_hydrate_as_the_arrived_writes_say(
-    data: st.DataObject, with_schema: bool, rng: random.Random
+    data: st.DataObject, with_schema: bool, rng: random.Random, format_name: str
 ) -> None:
     table = CassandraTable(with_schema, rng=random.Random(rng.random()))
     build_history(data, table, ranges=True)
     arrivals = deliveries(table.events, rng)
-    outputs, states = hydrate(arrivals)
+    outputs, states = hydrate(arrivals, format_name)
     expected = expected_outputs(arrivals, with_schema)
     for index, ((document, done, unknown), want) in enumerate(zip(outputs, expected, strict=True)):
         assert document == want.document(), index

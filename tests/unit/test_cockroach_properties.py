@@ -103,7 +103,7 @@ def build_history(data: st.DataObject, model: ChangefeedModel) -> None:
     mvcc=st.booleans(),
     key_in_value=st.booleans(),
     forward=st.booleans(),
-    alias=st.sampled_from(["cockroachdb", "cockroach"]),
+    alias=st.sampled_from(["cockroachdb", "cockroach", "auto"]),
 )
 def test_hydrated_changefeed_has_every_version_once_with_its_previous_row(
     data: st.DataObject, diff: bool, mvcc: bool, key_in_value: bool, forward: bool, alias: str

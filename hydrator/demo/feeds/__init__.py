@@ -101,4 +101,14 @@ def _cassandra(seed: int) -> Feed:
     return CassandraFeed(seed)
 
 
-FEEDS: dict[str, Callable[[int], Feed]] = {"cockroachdb": _cockroachdb, "cassandra": _cassandra}
+def _ydb(seed: int) -> Feed:
+    from hydrator.demo.feeds.ydb import YdbFeed
+
+    return YdbFeed(seed)
+
+
+FEEDS: dict[str, Callable[[int], Feed]] = {
+    "ydb": _ydb,
+    "cockroachdb": _cockroachdb,
+    "cassandra": _cassandra,
+}
