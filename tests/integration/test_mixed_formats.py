@@ -2,7 +2,8 @@
 `--format auto` tells every record's format from its value, through both engines over the real
 broker. Each topic is filled as its source fills it (Debezium and Cassandra: murmur2 of the key,
 Cassandra with replica copies arriving late; CockroachDB: FNV-1a of the key, `resolved` in every
-partition, redelivered copies), one topic per demo feed (hydrator/demo/feeds), and every
+partition, redelivered copies; YDB: null keys, placed by key range, barriers in every
+partition), one topic per demo feed (hydrator/demo/feeds), and every
 output, read with read_committed, must be what that format's own hydration writes: no
 mismatch, nothing in the DLQ."""
 
