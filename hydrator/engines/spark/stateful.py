@@ -33,6 +33,7 @@ from pyspark.sql.types import (
 )
 
 from hydrator.core import DeadLetter, HydrationSettings, Hydrator, RawRecord, Transition
+from hydrator.core.counters import counters_of
 from hydrator.core.hydrator import failure_reason, read_handoff, rejected
 from hydrator.engines.spark.clock import gate_is_open
 from hydrator.engines.spark.kafka_sink import pack_records
@@ -56,25 +57,15 @@ STATE_SCHEMA = StructType(
 # and on the last row `counts`, the COUNTERS in order.
 CHUNK_RECORDS = 256
 CHUNK_BYTES = 256 * 1024
+# The run's counters (hydrator/core/counters.py), then two changes that move gauges when summed
+# (not counters: they also fall): in the number of parked keys, and in the bytes of the state
+# store's keys and encoded states.
+PARKED_KEYS_CHANGE = "parked_keys"
+STATE_BYTES_CHANGE = "state_bytes"
 COUNTERS = (
-    "events",
-    "filled_columns",
-    "unresolved_events",
-    "stale_dropped",
-    "stale_forwarded",
-    "dead_letters",
-    "passthrough",
-    "parked",
-    "parked_keys",
-    "handoffs_sent",
-    "handoffs_applied",
-    "handoff_timeouts",
-    "parked_overflow",
-    "redelivered_parked",
-    "unresolved_dropped",
-    "tick_failures",
-    "state_unreadable",
-    "rows_unreadable",
+    *(spec.name for spec in counters_of("spark")),
+    PARKED_KEYS_CHANGE,
+    STATE_BYTES_CHANGE,
 )
 OUTPUT_SCHEMA = StructType(
     [StructField("records", BinaryType()), StructField("counts", ArrayType(LongType()))]
@@ -124,6 +115,7 @@ def group_function(
         key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: GroupState
     ) -> Iterator[pd.DataFrame]:
         hydrator = hydrator_for(spec)
+        stored_before = _stored_bytes(key[0], state)
         loaded, unreadable = _load(state)
         step = _GroupStep(hydrator, topics, key[0], loaded)
         if unreadable:
@@ -139,6 +131,9 @@ def group_function(
         stored_image = loaded.image if loaded is not None else None
         final = _outlined(step.final_state(), spec.large_value_threshold, stored_image)
         _store(state, final, hydrator, now_ms)
+        stored_change = _stored_bytes(key[0], state) - stored_before
+        if stored_change:
+            step.counts[STATE_BYTES_CHANGE] = stored_change
         cells, counts = step.result()
         if cells:
             yield pd.DataFrame({"records": cells, "counts": counts})
@@ -241,9 +236,9 @@ class _GroupStep:
         """The group's output rows (OUTPUT_SCHEMA) as columns: its records to write in few
         cells, one per group unless its output is large, and its counters on the last row."""
         is_parked = self.state is not None and self.state.is_parked
-        parked_keys = int(is_parked) - int(self.was_parked)
-        if parked_keys:
-            self.counts["parked_keys"] = self.counts.get("parked_keys", 0) + parked_keys
+        change = int(is_parked) - int(self.was_parked)
+        if change:
+            self.counts[PARKED_KEYS_CHANGE] = self.counts.get(PARKED_KEYS_CHANGE, 0) + change
         counts = self.counts
         metrics = [counts.get(name, 0) for name in COUNTERS] if any(counts.values()) else None
         cells: list[bytes | None] = []
@@ -261,6 +256,16 @@ class _GroupStep:
         if not cells:
             cells.append(None)
         return cells, [None] * (len(cells) - 1) + [metrics]
+
+
+def _stored_bytes(group: str, state: GroupState) -> int:
+    """What the key's state takes: its group key and encoded record (0 without state)."""
+    if not state.exists:
+        return 0
+    try:
+        return len(group.encode()) + len(state.get[1])
+    except Exception:  # what _load reports as unreadable
+        return 0
 
 
 def _load(state: GroupState) -> tuple[StateRecord | None, bool]:
