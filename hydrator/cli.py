@@ -53,6 +53,7 @@ from hydrator.ops.logs import LOG_FORMATS
 from hydrator.ops.secrets import redact, secret_values
 
 if TYPE_CHECKING:
+    from hydrator.metrics.run import Health, RunMetrics
     from hydrator.ops.state_tools import TaskStore
 
 ENGINES = ("spark", "embedded")
@@ -409,6 +410,13 @@ def cli() -> None:
     help="Cap on input records per micro-batch (--engine spark).",
 )
 @click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    envvar=_env("metrics_port"),
+    help="Serve Prometheus /metrics, /healthz and /readyz on this port (default: off).",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
     default="INFO",
@@ -710,6 +718,7 @@ def build_config(options: dict[str, Any]) -> RunConfig:
         large_value_threshold=options["large_value_threshold"] or None,
         progress_interval_s=options["progress_interval"] / 1000,
         startup_timeout_ms=options["startup_timeout"],
+        metrics_port=options["metrics_port"],
     )
 
 
@@ -748,13 +757,28 @@ def _run_embedded(config: RunConfig) -> int:
     from hydrator.engines.embedded.watchdog import EXIT_TEMPORARY
     from hydrator.kafka.reachability import BrokerUnavailable
 
+    engine = EmbeddedEngine(config)
     return _guarded(
-        EmbeddedEngine(config).run,
+        _serving_metrics(config, engine.metrics.run, engine.metrics, engine.run),
         run_secrets(config),
         CONFIG_ERRORS,
         (BrokerUnavailable,),
         EXIT_TEMPORARY,
     )
+
+
+def _serving_metrics(
+    config: RunConfig, metrics: RunMetrics, health: Health, run: Callable[[], None]
+) -> Callable[[], None]:
+    """`run`, with /metrics, /healthz and /readyz served meanwhile when --metrics-port is set
+    (from before the engine waits for a broker, so /healthz answers during start-up)."""
+    from hydrator.metrics.exporter import serving
+
+    def serve_and_run() -> None:
+        with serving(config.metrics_port, metrics, health):
+            run()
+
+    return serve_and_run
 
 
 def _guarded(
@@ -798,7 +822,7 @@ def _run_spark(config: RunConfig, spark: SparkOptions) -> int:
         max_offsets_per_trigger=spark.max_offsets_per_trigger,
     )
     return _guarded(
-        engine.run,
+        _serving_metrics(config, engine.metrics.run, engine.metrics, engine.run),
         run_secrets(config, spark),
         (ConfigError, ClientConfigError, TopologyError, StateDirUnusable),
     )

@@ -107,6 +107,8 @@ class RunConfig:
     # Column values over this many bytes (packed) are kept compressed and apart from the row
     # (state/large.py); None keeps every value in the row.
     large_value_threshold: int | None = 2048
+    # Where /metrics, /healthz and /readyz are served (all interfaces); None: not served.
+    metrics_port: int | None = None
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,6 @@ clock with its state."""
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ from confluent_kafka import TopicPartition
 from hydrator.core import HydrationSettings
 from hydrator.engines.embedded import clock
 from hydrator.engines.embedded.clock import CLOCK_KEY, CatchUp, ProcessingClock
+from hydrator.engines.embedded.counts import RunCounts
 from hydrator.engines.embedded.task import CLOCK_CHECKPOINT_MS, Task
 from hydrator.engines.embedded.topology import Topology
 from hydrator.events import RawRecord
@@ -80,7 +80,7 @@ def _task(path: Path, settings: HydrationSettings) -> tuple[Task, RecordingSink]
     sink = RecordingSink()
     store = RocksDBStore(path)
     task = Task(
-        2, debezium_hydrator(settings), store, Topology("app", {"t": "t.out"}, 4), sink, Counter()
+        2, debezium_hydrator(settings), store, Topology("app", {"t": "t.out"}, 4), sink, RunCounts()
     )
     return task, sink
 

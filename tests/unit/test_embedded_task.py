@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 
 import orjson
 
 from hydrator.core import HydrationSettings
 from hydrator.core.records import OutputRecord
+from hydrator.engines.embedded.counts import RunCounts
 from hydrator.engines.embedded.task import Task
 from hydrator.engines.embedded.topology import Topology
 from hydrator.events import RawRecord
@@ -44,7 +44,7 @@ def _task(
     sink = RecordingSink()
     topology = Topology("app", {"t": "t.out"}, PARTITIONS)
     store = RocksDBStore(tmp_path / f"store-{partition}")
-    task = Task(partition, debezium_hydrator(settings), store, topology, sink, Counter())
+    task = Task(partition, debezium_hydrator(settings), store, topology, sink, RunCounts())
     return task, sink
 
 

@@ -3,7 +3,6 @@ references, reading on demand, and what the embedded task writes and collects at
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hydrator import exact
+from hydrator.engines.embedded.counts import RunCounts
 from hydrator.engines.embedded.task import Task
 from hydrator.engines.embedded.topology import Topology
 from hydrator.events import RawRecord
@@ -198,7 +198,7 @@ def _task(path: Path, threshold: int | None = THRESHOLD) -> Task:
         store,
         TOPOLOGY,
         RecordingSink(),
-        Counter(),
+        RunCounts(),
         large_value_threshold=threshold,
     )
 
@@ -288,7 +288,7 @@ def test_the_store_is_swept_when_a_task_opens(tmp_path: Path) -> None:
     assert changes[orphan] is None
     row = decode_state(changes[state_key("t", '{"id":2}')])
     assert dict(row.image) == {"id": 2, "n": 0}
-    assert reopened._counts["large_values_missing"] == 1  # type: ignore[attr-defined]
+    assert reopened._counts.totals["large_values_missing"] == 1  # type: ignore[attr-defined]
     reopened.committed(changes, 3)
     assert reopened.state(state_key("t", '{"id":2}')).image == {"id": 2, "n": 0}
     assert dict(reopened.state(state_key("t", '{"id":1}')).image) == table.rows[1]

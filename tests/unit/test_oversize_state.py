@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import base64
 import os
-from collections import Counter
 from pathlib import Path
 
 import orjson
 
 from hydrator.core.records import HEADER_ERROR
+from hydrator.engines.embedded.counts import RunCounts
 from hydrator.engines.embedded.task import CHANGELOG_HEADER_BYTES, Task
 from hydrator.engines.embedded.topology import Topology
 from hydrator.events import RawRecord
@@ -28,9 +28,9 @@ TOPOLOGY = Topology("app", {"t": "t.out"}, 1, TopicLimits(10**6, 10**6, LIMIT, 1
 
 def _task(
     tmp_path: Path, large_value_threshold: int | None = None
-) -> tuple[Task, RecordingSink, Counter[str]]:
+) -> tuple[Task, RecordingSink, RunCounts]:
     """Large values are kept in the row unless asked (the row is then as large as its value)."""
-    sink, counts = RecordingSink(), Counter[str]()
+    sink, counts = RecordingSink(), RunCounts()
     store = RocksDBStore(tmp_path / "store")
     task = Task(
         0,
@@ -60,7 +60,8 @@ def test_a_state_over_the_changelog_limit_is_dropped_with_a_dead_letter(tmp_path
     (dead,) = sink.dead_letters
     reason = dict(dead.headers)[HEADER_ERROR].decode()
     assert '{"id":2}' in reason and "changelog" in reason and str(LIMIT) in reason
-    assert counts["oversize_states"] == 1 and counts["dead_letters"] == 1
+    pending = counts.pending()
+    assert pending["oversize_states"] == 1 and pending["dead_letters"] == 1
     task.committed(changes, 1)
     assert task.state(dropped) is None and task.state(kept) is not None
 
@@ -104,6 +105,6 @@ def test_a_large_value_kept_apart_lets_the_row_fit_but_not_one_over_the_limit(
     assert changes[kept] is not None and len(changes[kept]) < 1000
     values = [key for key in changes if is_store_key(key)]
     assert len(values) == 1 and values[0].startswith(STORE_PREFIX + kept)
-    assert changes[dropped] is None and counts["oversize_states"] == 1
+    assert changes[dropped] is None and counts.pending()["oversize_states"] == 1
     (dead,) = sink.dead_letters
     assert '{"id":2}' in dict(dead.headers)[HEADER_ERROR].decode()

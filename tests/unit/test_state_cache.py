@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 
 from hydrator import exact
+from hydrator.engines.embedded.counts import RunCounts
 from hydrator.engines.embedded.task import CACHE_ENTRY_OVERHEAD, Task
 from hydrator.engines.embedded.topology import Topology
 from hydrator.events import RawRecord
@@ -23,7 +23,7 @@ BUDGET = 200_000
 def _task(tmp_path: Path, cache_bytes: int = BUDGET) -> Task:
     store = RocksDBStore(tmp_path / "store")
     topology = Topology("app", {"t": "t.out"}, 1)
-    return Task(0, debezium_hydrator(), store, topology, RecordingSink(), Counter(), cache_bytes)
+    return Task(0, debezium_hydrator(), store, topology, RecordingSink(), RunCounts(), cache_bytes)
 
 
 def _insert_all(task: Task, table: ToastTable, keys: range) -> None:

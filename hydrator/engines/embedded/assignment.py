@@ -12,13 +12,14 @@ tasks it runs.
 from __future__ import annotations
 
 import logging
-from collections import Counter, defaultdict
+from collections import defaultdict
 
 from confluent_kafka import TopicPartition
 
 from hydrator.core.hydrator import Hydrator
 from hydrator.engines.embedded.changelog import committed_by_partition
 from hydrator.engines.embedded.clock import CatchUp
+from hydrator.engines.embedded.counts import RunCounts
 from hydrator.engines.embedded.restore import Restorer
 from hydrator.engines.embedded.state_dir import StateDirectory
 from hydrator.engines.embedded.task import DEFAULT_CACHE_BYTES, Sink, Task
@@ -41,7 +42,7 @@ class Assignment:
         restorer: Restorer,
         hydrator: Hydrator,
         sink: Sink,
-        counts: Counter[str],
+        counts: RunCounts,
         probe: OffsetProbe | None = None,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
         large_value_threshold: int | None = DEFAULT_THRESHOLD,
@@ -143,6 +144,16 @@ class Assignment:
     @property
     def parked(self) -> int:
         return sum(task.parked_count for task in self.tasks.values())
+
+    @property
+    def state_keys(self) -> int:
+        """State keys in the stores of the tasks owned now (as committed)."""
+        return sum(task.state_keys for task in self.tasks.values())
+
+    @property
+    def state_bytes(self) -> int:
+        """Their keys' and encoded states' bytes."""
+        return sum(task.state_bytes for task in self.tasks.values())
 
     def _check_co_partitioned(self, partitions: list[TopicPartition]) -> dict[int, set[str]]:
         # The range assignor gives every member the same partition numbers of each subscribed

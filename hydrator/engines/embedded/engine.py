@@ -19,14 +19,16 @@ from collections import Counter
 from types import FrameType
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from hydrator.config import ConfigError, RunConfig
 from hydrator.core.hydrator import Hydrator
 from hydrator.engines.embedded.assignment import Assignment
 from hydrator.engines.embedded.available_now import AvailableNow
+from hydrator.engines.embedded.counts import RunCounts
 from hydrator.engines.embedded.loop import StreamLoop
+from hydrator.engines.embedded.metrics import EmbeddedMetrics, Phase, partition_lag
 from hydrator.engines.embedded.progress import Progress
 from hydrator.engines.embedded.restore import Restorer, RestoreStopped
 from hydrator.engines.embedded.sized_sink import SizeCheckedSink
@@ -81,7 +83,16 @@ class EmbeddedEngine:
         self.hydrator = hydrator or Hydrator(
             codec_for(config.format, config.format_options), config.hydration
         )
-        self.counts: Counter[str] = Counter()
+        self.run_counts = RunCounts()
+        # The run's committed counts (the progress line's).
+        self.counts: Counter[str] = self.run_counts.totals
+        self.metrics = EmbeddedMetrics(
+            config.application_id,
+            config.input_topics,
+            config.commit_interval_ms,
+            self.run_counts,
+            watchdog.in_call_with_time,
+        )
         self._stop = threading.Event()
 
     def request_stop(self) -> None:
@@ -103,10 +114,17 @@ class EmbeddedEngine:
         finally:
             state_dir.unlock()
 
+    def _should_stop(self) -> bool:
+        """Whether a stop was requested; every loop the engine waits in asks, so an answer
+        also tells /healthz that the engine's thread is turning."""
+        self.metrics.turned()
+        return self._stop.is_set()
+
     def _wait_for_broker(self, clients: ClientSettings) -> bool:
         """False when a stop was requested while waiting."""
+        self.metrics.enter(Phase.WAITING_FOR_BROKER)
         return wait_for_broker(
-            clients.admin(), self.config.startup_timeout_ms / 1000, self._stop.is_set
+            clients.admin(), self.config.startup_timeout_ms / 1000, self._should_stop
         )
 
     def _run_recovering(
@@ -133,6 +151,7 @@ class EmbeddedEngine:
                 delay = backoff_s(restarts)
                 restarts += 1
                 self.counts["restarts"] += 1
+                self.metrics.enter(Phase.RESTARTING)
                 log.warning(
                     "Kafka failed (%s): restarting the engine in %.0f s (restart %d); the "
                     "uncommitted batch is redone from the committed offsets",
@@ -140,7 +159,7 @@ class EmbeddedEngine:
                     delay,
                     restarts,
                 )
-            if not _sleep_unless(delay, self._stop.is_set) or not self._wait_for_broker(clients):
+            if not _sleep_unless(delay, self._should_stop) or not self._wait_for_broker(clients):
                 return
 
     def _run(self, clients: ClientSettings, topology: Topology, state_dir: StateDirectory) -> None:
@@ -160,7 +179,7 @@ class EmbeddedEngine:
             clients.consumer(restore),
             probe,
             topology.changelog_topic,
-            self._stop.is_set,
+            self._should_stop,
             self.counts,
         )
         writer = TransactionalWriter(producer, topology)
@@ -169,14 +188,14 @@ class EmbeddedEngine:
             topology,
             int(producer_config["message.max.bytes"]),
         )
-        sink = SizeCheckedSink(writer, limits, topology, self.counts)
+        sink = SizeCheckedSink(writer, limits, topology, self.run_counts)
         assignment = Assignment(
             topology,
             state_dir,
             restorer,
             self.hydrator,
             sink,
-            self.counts,
+            self.run_counts,
             probe,
             config.state_cache_bytes,
             config.large_value_threshold,
@@ -191,7 +210,7 @@ class EmbeddedEngine:
             )
             progress = Progress(
                 self.counts,
-                lambda: self._lag(consumer, assignment, topology),
+                lambda: _topic_lag(consumer, assignment, topology),
                 lambda: assignment.parked,
                 config.progress_interval_s,
             )
@@ -200,12 +219,15 @@ class EmbeddedEngine:
                 writer,
                 assignment,
                 topology,
-                self.counts,
+                self.run_counts,
                 config.commit_interval_ms,
                 available_now,
                 progress,
+                self.metrics,
             )
-            loop.run(self._stop.is_set)
+            self.metrics.enter(Phase.RUNNING, assignment)
+            loop.run(self._should_stop)
+            self.metrics.enter(Phase.STOPPING)
         finally:
             # Closing the consumer revokes its partitions: the loop commits (unless it failed)
             # and closes the stores.
@@ -253,17 +275,12 @@ class EmbeddedEngine:
             "enable.idempotence": True,
         }
 
-    @staticmethod
-    def _lag(consumer: Consumer, assignment: Assignment, topology: Topology) -> dict[str, int]:
-        lag: Counter[str] = Counter()
-        owned = [tp for tp in assignment.partitions if topology.is_input(tp.topic)]
-        for tp in consumer.position(owned) if owned else []:
-            _, high = consumer.get_watermark_offsets(
-                TopicPartition(tp.topic, tp.partition), cached=True
-            )
-            if tp.offset >= 0 and high >= 0:
-                lag[tp.topic] += max(high - tp.offset, 0)
-        return dict(lag)
+
+def _topic_lag(consumer: Consumer, assignment: Assignment, topology: Topology) -> dict[str, int]:
+    lag: Counter[str] = Counter()
+    for (topic, _), records in partition_lag(consumer, assignment, topology).items():
+        lag[topic] += records
+    return dict(lag)
 
 
 def _client(kind: Any, config: dict[str, Any]) -> Any:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
 from collections.abc import Callable
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
@@ -19,6 +18,8 @@ from hydrator.core.hydrator import read_handoff
 from hydrator.core.records import DeadLetter
 from hydrator.engines.embedded.assignment import Assignment
 from hydrator.engines.embedded.available_now import AvailableNow
+from hydrator.engines.embedded.counts import RunCounts
+from hydrator.engines.embedded.metrics import EmbeddedMetrics, Phase
 from hydrator.engines.embedded.progress import Progress
 from hydrator.engines.embedded.topics import check_topic_error
 from hydrator.engines.embedded.topology import Topology
@@ -51,10 +52,11 @@ class StreamLoop:
         writer: TransactionalWriter,
         assignment: Assignment,
         topology: Topology,
-        counts: Counter[str],
+        counts: RunCounts,
         commit_interval_ms: int,
         available_now: AvailableNow | None,
         progress: Progress,
+        metrics: EmbeddedMetrics,
     ) -> None:
         self._consumer = consumer
         self._writer = writer
@@ -64,6 +66,7 @@ class StreamLoop:
         self._commit_interval_s = commit_interval_ms / 1000
         self._available_now = available_now
         self._progress = progress
+        self._metrics = metrics
         self._uncommitted = 0
         self._uncommitted_bytes = 0  # of input records
         self._batch_limit = FIRST_BATCH
@@ -88,6 +91,9 @@ class StreamLoop:
                 self._fire_timers()
                 if self._commit_due():
                     self.commit()
+                self._metrics.loop_turned(
+                    self._batch_started, self._consumer, self._assignment, self._topology
+                )
                 self._progress.maybe_log()
                 if self._finished():
                     log.info("available-now: everything available is processed")
@@ -98,6 +104,7 @@ class StreamLoop:
             # the way out (closing the consumer revokes, and a revoke normally commits).
             self._failed = True
             self._writer.abort()
+            self._counts.discarded()
             raise
         finally:
             self._progress.log()
@@ -129,14 +136,14 @@ class StreamLoop:
             msg.timestamp()[1],
         )
         if record.topic != self._topology.handoff_topic:
-            self._counts["records"] += 1
+            self._counts.batch(record.topic)["records"] += 1
             task.process(record, task.now_ms())
             return
         handoff = read_handoff(record)
         if isinstance(handoff, DeadLetter):
             task.dead_letter(handoff)
             return
-        self._counts["handoffs_received"] += 1
+        self._counts.batch()["handoffs_received"] += 1
         task.receive_handoff(handoff, task.now_ms())
 
     def _fit_batch(self, messages: list[Message]) -> None:
@@ -188,7 +195,9 @@ class StreamLoop:
             for tp in self._consumer.position(list(self._assignment.partitions))
             if tp.offset >= 0
         ]
+        began = time.monotonic()
         written = self._writer.commit(encoded, offsets, self._consumer.consumer_group_metadata())
+        latency_s = time.monotonic() - began
         for p, changes in encoded.items():
             tasks[p].committed(changes, written[p])
         self._uncommitted = 0
@@ -196,14 +205,18 @@ class StreamLoop:
         for task in self._assignment.tasks.values():
             task.written_bytes = 0
         self._batch_started = None
-        self._counts["commits"] += 1
+        self._counts.totals["commits"] += 1
+        self._counts.committed()
+        self._metrics.committed(latency_s)
 
     # -- rebalances --------------------------------------------------------------------------
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._metrics.enter(Phase.RESTORING)
         with blocking("committed offsets", COMMITTED_TIMEOUT_S):
             committed = consumer.committed(partitions, COMMITTED_TIMEOUT_S) if partitions else []
         self._assignment.open(partitions, committed)
+        self._metrics.enter(Phase.RUNNING)
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         if self._failed:
@@ -217,6 +230,7 @@ class StreamLoop:
         # uncommitted state went with it.
         log.warning("partitions lost: %s", sorted({tp.partition for tp in partitions}))
         self._writer.abort()
+        self._counts.discarded()
         self._uncommitted = 0
         self._uncommitted_bytes = 0
         for task in self._assignment.tasks.values():

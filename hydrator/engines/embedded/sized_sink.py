@@ -4,9 +4,8 @@ reaches the producer (see hydrator/kafka/record_limits.py)."""
 
 from __future__ import annotations
 
-from collections import Counter
-
 from hydrator.core.records import HEADER_SOURCE, OutputRecord
+from hydrator.engines.embedded.counts import RunCounts
 from hydrator.engines.embedded.task import Sink
 from hydrator.engines.embedded.topology import Topology
 from hydrator.kafka.record_limits import Produced, RecordLimits
@@ -15,7 +14,7 @@ from state.handoff import Handoff
 
 class SizeCheckedSink:
     def __init__(
-        self, sink: Sink, limits: RecordLimits, topology: Topology, counts: Counter[str]
+        self, sink: Sink, limits: RecordLimits, topology: Topology, counts: RunCounts
     ) -> None:
         self._sink = sink
         self._limits = limits
@@ -28,7 +27,7 @@ class SizeCheckedSink:
             self._outputs[input_topic], record.key, record.value, record.headers
         )
         if checked.dead:
-            self._oversize(record.partition, checked)
+            self._oversize(input_topic, record.partition, checked)
         else:
             self._sink.output(input_topic, record)
 
@@ -44,13 +43,14 @@ class SizeCheckedSink:
         checked = self._limits.check(self._handoff_topic, key, value, headers)
         if checked.dead:
             # The new key then waits for --handoff-timeout, as for a lost DELETE.
-            self._oversize(partition, checked)
+            self._oversize(handoff.topic, partition, checked)
         else:
             self._sink.handoff(partition, handoff)
 
-    def _oversize(self, partition: int, checked: Produced) -> None:
-        self._counts["dead_letters"] += 1
-        self._counts["oversize_records"] += 1
+    def _oversize(self, input_topic: str, partition: int, checked: Produced) -> None:
+        counts = self._counts.batch(input_topic)
+        counts["dead_letters"] += 1
+        counts["oversize_records"] += 1
         self._sink.dead(_record(partition, checked))
 
 

@@ -22,7 +22,7 @@ engine runs, and fire only once the task has caught up with what was waiting whe
 from __future__ import annotations
 
 import logging
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -41,6 +41,7 @@ from hydrator.engines.embedded.clock import (
     decode_reading,
     encode_reading,
 )
+from hydrator.engines.embedded.counts import UNATTRIBUTED, RunCounts
 from hydrator.engines.embedded.timers import DeadlineIndex
 from hydrator.engines.embedded.topology import Topology
 from hydrator.events import RawRecord
@@ -103,7 +104,7 @@ class Task:
         store: RocksDBStore,
         topology: Topology,
         sink: Sink,
-        counts: Counter[str],
+        counts: RunCounts,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
         large_value_threshold: int | None = DEFAULT_THRESHOLD,
     ) -> None:
@@ -138,6 +139,10 @@ class Task:
         self._deadlines = DeadlineIndex()
         self._parked: set[bytes] = set()
         self._local_handoffs: deque[Handoff] = deque()
+        # Rows in the store (committed), and of each row key changed in the open batch whether
+        # the store had it before, so a commit keeps the count exact.
+        self.state_keys = 0
+        self._stored_before: dict[bytes, bool] = {}
         self.rebuild_indexes()
 
     # -- inputs ------------------------------------------------------------------------------
@@ -162,7 +167,7 @@ class Task:
     def dead_letter(self, dead: DeadLetter) -> None:
         """A record the engine itself cannot read (a corrupt handoff)."""
         self._sink.dead(dead.to_output())
-        self._counts["dead_letters"] += 1
+        self._counts.batch(UNATTRIBUTED)["dead_letters"] += 1
 
     def fire_timers(self, now_ms: int) -> None:
         for key in self._deadlines.pop_due(now_ms):
@@ -201,6 +206,11 @@ class Task:
     @property
     def parked_count(self) -> int:
         return len(self._parked)
+
+    @property
+    def state_bytes(self) -> int:
+        """RocksDB's estimate of the bytes the store holds (rows, large values, meta records)."""
+        return self.store.estimated_bytes()
 
     def has_changes(self, checkpoint_clock: bool = False) -> bool:
         """Something for the next transaction: changed state, or a clock reading to save
@@ -282,14 +292,18 @@ class Task:
         self._sink.dead(OutputRecord(self.partition, canonical.encode(), None, headers))
         for parked in state.parked if state is not None else ():
             self._sink.dead(DeadLetter(parked, reason).to_output())
-        self._counts["dead_letters"] += 1 + (len(state.parked) if state is not None else 0)
-        self._counts["oversize_states"] += 1
+        counts = self._counts.batch(topic)
+        counts["dead_letters"] += 1 + (len(state.parked) if state is not None else 0)
+        counts["oversize_states"] += 1
         self.dirty[key] = None
         self._index(key, None)
 
     def committed(self, encoded: Mapping[bytes, bytes | None], changelog_offset: int) -> None:
         """The transaction holding `encoded` (this task's `changes()`) committed."""
         self.store.apply(encoded, changelog_offset)
+        for key, existed in self._stored_before.items():
+            self.state_keys += (encoded.get(key) is not None) - existed
+        self._stored_before.clear()
         for key, (state, fresh) in self._encoded.items():
             data = encoded.get(key)
             self._remember(key, state, len(data) if data is not None else 0)
@@ -326,16 +340,18 @@ class Task:
         lasts past a restart."""
         self._deadlines.clear()
         self._parked.clear()
+        self.state_keys = 0
         referenced: dict[bytes, tuple[bytes, StateRecord]] = {}
         for key, state in self.store.items():
             self._index(key, state)
+            self.state_keys += 1
             for ref in refs_of(state.image):
                 referenced[store_key(key, ref.digest)] = (key, state)
         for value_key in self.store.keys_with_prefix(STORE_PREFIX):
             if referenced.pop(value_key, None) is None:
                 log.warning("%s: collecting a large value no row refers to", self._where())
                 self._raw_repairs[value_key] = None
-                self._counts["large_values_collected_at_open"] += 1
+                self._counts.totals["large_values_collected_at_open"] += 1
         for value_key, (key, state) in referenced.items():
             _, digest = split_store_key(value_key)
             state = self.dirty.get(key, state)
@@ -351,7 +367,7 @@ class Task:
                 self._where(),
                 key.decode(errors="replace").replace("\x00", "/")[:200],
             )
-            self._counts["large_values_missing"] += 1
+            self._counts.totals["large_values_missing"] += 1
             self._rewrite(key, _with_image(state, LazyImage(cells, _StoredValues(self, key))))
 
     def _rewrite(self, key: bytes, state: StateRecord | None) -> None:
@@ -360,6 +376,7 @@ class Task:
             data = self.store.get_raw(key)
             committed = self._decode(key, data) if data is not None else None
             self._committed_images[key] = committed.image if committed is not None else None
+            self._stored_before[key] = data is not None
         self.dirty[key] = state
 
     def _where(self) -> str:
@@ -401,6 +418,7 @@ class Task:
         if step.state is not before:
             if key not in self.dirty:
                 self._committed_images[key] = before.image if before is not None else None
+                self._stored_before[key] = before is not None
             self.dirty[key] = step.state
             self._index(key, step.state)
         self._emit(topic, step)
@@ -415,10 +433,10 @@ class Task:
             target = self._topology.handoff_partition(handoff)
             if target == self.partition:
                 self._local_handoffs.append(handoff)
-                self._counts["handoffs_local"] += 1
+                self._counts.batch(topic)["handoffs_local"] += 1
             else:
                 self._sink.handoff(target, handoff)
-        counts = self._counts
+        counts = self._counts.batch(topic)
         for name, n in step.counts.items():
             counts[name] += n
 

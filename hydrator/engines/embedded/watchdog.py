@@ -77,6 +77,13 @@ class Watchdog:
             with self._lock:
                 self._calls.remove(call)
 
+    def in_call_with_time(self, now: float | None = None) -> bool:
+        """Whether the main thread is in a blocking call that has not overrun its deadline (a
+        liveness check: such a thread is waiting, not stuck)."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            return any(now <= call.deadline for call in self._calls)
+
     @contextlib.contextmanager
     def running(self) -> Iterator[None]:
         """Enforce the deadlines (and, on the main thread, watch for stop signals) meanwhile."""

@@ -21,7 +21,8 @@ from hydrator.config import RunConfig
 from hydrator.engines.embedded.topics import TopologyError, output_topics
 from hydrator.engines.spark.checkpoint_dir import CheckpointDirectory, checkpoint_location
 from hydrator.engines.spark.clock import CatchUpGate, CatchUpListener, DowntimeLedger, ShippedGate
-from hydrator.engines.spark.parked import parked_summary
+from hydrator.engines.spark.metrics import SparkMetrics
+from hydrator.engines.spark.parked import parked_summary, stored_totals
 from hydrator.engines.spark.query import COUNTERS, OBSERVATION, QuerySpec, writer
 from hydrator.engines.spark.session import spark_session
 from hydrator.engines.spark.stateful import HydratorSpec, Topics
@@ -50,6 +51,7 @@ class SparkEngine:
         self.spark_conf = dict(spark_conf or {})
         self.max_offsets_per_trigger = max_offsets_per_trigger
         self.checkpoint = checkpoint_location(config.state_dir, config.application_id)
+        self.metrics = SparkMetrics(config.application_id, config.input_topics)
         self._stop = threading.Event()
 
     # -- set-up --------------------------------------------------------------------------------
@@ -150,6 +152,7 @@ class SparkEngine:
         topics, sizes = self._topics(partitions)
         progress = _Progress(self.config.progress_interval_s)
         spark.streams.addListener(progress)
+        self.metrics.attach(spark, *self._stored_at_start(spark))
         # Downtime is counted from here: the session's start-up is not processing either.
         ledger = DowntimeLedger(checkpoint)
         shipped = ShippedGate(spark)
@@ -166,10 +169,19 @@ class SparkEngine:
         finally:
             ledger.stop()
             shipped.close()
+            self.metrics.detach()
             spark.streams.removeListener(catch_up)
             spark.streams.removeListener(progress)
             counts = dict(progress.totals)
             log.info("totals: %s", counts, extra={"counts": counts})
+
+    def _stored_at_start(self, spark: SparkSession) -> tuple[int, int]:
+        """Parked keys and state bytes in the checkpoint, when metrics are served (their gauges
+        start there; batches report only changes). Reading the state store is a Spark job:
+        skipped otherwise."""
+        if self.config.metrics_port is None:
+            return 0, 0
+        return stored_totals(spark, str(self.checkpoint))
 
     def _continuous(self, spark: SparkSession, spec: QuerySpec) -> None:
         query = writer(spark, spec).trigger(processingTime=TRIGGER_INTERVAL).start()

@@ -1,16 +1,21 @@
-"""How many keys are parked waiting for a key-change handoff, read from the query's state store
-(Spark's state data source), with the earliest moment one of them times out."""
+"""What the query's state store holds, read through Spark's state data source: how many keys are
+parked waiting for a key-change handoff, with the earliest moment one of them times out; and, for
+the metrics' starting point, the bytes of its keys and encoded states."""
 
 from __future__ import annotations
 
 import pandas as pd
-from pyspark.sql import SparkSession
+from pyspark.errors import SparkRuntimeException
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.functions import pandas_udf
 from pyspark.sql.types import LongType
 from pyspark.sql.utils import AnalysisException
 
 from state.codec import decode_state
+
+NO_COMMITTED_BATCH = "STDS_COMMITTED_BATCH_UNAVAILABLE"
+RECORD = "value.groupState.record"
 
 
 @pandas_udf(LongType())  # type: ignore[call-overload]
@@ -23,18 +28,44 @@ def _parked_since(records: pd.Series) -> pd.Series:
     return pd.Series(since, dtype="Int64")
 
 
+def _states(spark: SparkSession, checkpoint: str) -> DataFrame | None:
+    """The state rows of the last committed batch; None before any batch committed."""
+    try:
+        return spark.read.format("statestore").load(checkpoint)
+    except AnalysisException:
+        return None  # no batch has committed state yet
+    except SparkRuntimeException as exc:
+        if exc.getCondition() == NO_COMMITTED_BATCH:  # a new checkpoint: no batch has run
+            return None
+        raise
+
+
 def parked_summary(
     spark: SparkSession, checkpoint: str, handoff_timeout_ms: int
 ) -> tuple[int, int | None]:
     """(parked keys, earliest timeout deadline in ms) of the last committed batch."""
-    try:
-        states = spark.read.format("statestore").load(checkpoint)
-    except AnalysisException:
-        return 0, None  # no batch has committed state yet
-    since = states.select(_parked_since(F.col("value.groupState.record")).alias("since")).where(
+    states = _states(spark, checkpoint)
+    if states is None:
+        return 0, None
+    since = states.select(_parked_since(F.col(RECORD)).alias("since")).where(
         F.col("since").isNotNull()
     )
     row = since.agg(F.count("since").alias("n"), F.min("since").alias("first")).first()
     if row is None or not row["n"]:
         return 0, None
     return int(row["n"]), int(row["first"]) + handoff_timeout_ms
+
+
+def stored_totals(spark: SparkSession, checkpoint: str) -> tuple[int, int]:
+    """(parked keys, bytes of the keys and encoded states) of the last committed batch, in one
+    pass; what the group function's reported changes add to."""
+    states = _states(spark, checkpoint)
+    if states is None:
+        return 0, 0
+    row = states.select(
+        F.count(_parked_since(F.col(RECORD))).alias("parked"),
+        F.sum(F.octet_length(F.col("key.group")) + F.octet_length(F.col(RECORD))).alias("bytes"),
+    ).first()
+    if row is None:
+        return 0, 0
+    return int(row["parked"] or 0), int(row["bytes"] or 0)
