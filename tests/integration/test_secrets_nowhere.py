@@ -1,5 +1,6 @@
 """A SASL password given by flag (-X), environment or config file appears in no line the hydrator
-writes: its log in both formats, `config show`, error messages, the dead letters' headers.
+writes: its log in both formats, `config show`, error messages, the dead letters' headers, and
+what `--metrics-port` serves (/metrics, /healthz, /readyz) during the run.
 
 `secret_surfaces` gathers every place a secret could leak to; a new surface (the metrics
 endpoint, say) is one more entry there, and every case below checks it.
@@ -8,8 +9,12 @@ endpoint, say) is one more entry there, and every case below checks it.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,6 +53,44 @@ def hydrator(
         timeout=timeout_s,
         env={**os.environ, "PYTHONUNBUFFERED": "1", **env},
     )
+
+
+SERVING = re.compile(r"serving /metrics, /healthz and /readyz on port (\d+)")
+ENDPOINTS = ("/metrics", "/healthz", "/readyz")
+
+
+def hydrator_scraped(
+    args: list[str], env: dict[str, str], log: Path, timeout_s: float = 120
+) -> tuple[subprocess.CompletedProcess[str], dict[str, str]]:
+    """`hydrator` with `--metrics-port 0`, its endpoints read all along the run: what they
+    served, by path (every answer, joined)."""
+    served: dict[str, list[str]] = {path: [] for path in ENDPOINTS}
+    with open(log, "w") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "hydrator.cli", *args, "--metrics-port", "0"],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **env},
+        )
+        deadline = time.monotonic() + timeout_s
+        port = None
+        while process.poll() is None and time.monotonic() < deadline:
+            match = SERVING.search(log.read_text())
+            port = int(match.group(1)) if match else port
+            for path in ENDPOINTS if port is not None else ():
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
+                        served[path].append(r.read().decode())
+                except urllib.error.HTTPError as error:
+                    served[path].append(error.read().decode())
+                except OSError:
+                    pass  # the run is ending
+            time.sleep(0.1)
+        stdout, _ = process.communicate(timeout=max(deadline - time.monotonic(), 1))
+    assert port is not None and served["/metrics"], "the run served no metrics"
+    done = subprocess.CompletedProcess(args, process.returncode, stdout, log.read_text())
+    return done, {f"GET {path}": "\n".join(texts) for path, texts in served.items()}
 
 
 def secret_surfaces(run: SecretRun) -> dict[str, str]:
@@ -121,12 +164,13 @@ def test_a_sasl_password_shows_nowhere(
         log_format,
         *secret_args,
     ]
-    done = hydrator(args, env)
+    done, served = hydrator_scraped(args, env, tmp_path / "run.log")
     assert done.returncode == 0, done.stderr[-3000:]
     assert len(read_topic(bootstrap, output)) == 2
     assert "sasl.password = [redacted]" in done.stderr  # the clients did get it
-    run = SecretRun(args, env, done, bootstrap, dlq_topic=f"{unique_name}-dlq")
+    run = SecretRun(args, env, done, bootstrap, dlq_topic=f"{unique_name}-dlq", extra=served)
     assert "hydrator.error" in secret_surfaces(run)["DLQ headers"]
+    assert "hydrator_events_total" in served["GET /metrics"]
     assert_no_secret(run)
 
 
