@@ -43,7 +43,6 @@ from hydrator.formats.keys import CACHED_KEY_BYTES, canonical
 # CockroachDB writes an HLC timestamp as "%d.%010d" (wall time in ns, logical counter); some
 # releases mark a synthetic timestamp with a trailing "?", which does not change its order.
 _HLC = re.compile(r"([0-9]{1,20})\.([0-9]{1,20})\??")
-_JSON_WHITESPACE = b" \t\n\r"
 _NO_COLUMNS: frozenset[str] = frozenset()
 _BEFORE = b'"before": '  # CockroachDB's own spacing: `{"after": {...}, "updated": "..."}`
 
@@ -121,7 +120,7 @@ class CockroachCodec:
             before = b"null"
         else:  # a stored row the run was told not to add (--no-fill-before)
             return envelope.raw
-        return _with_member(envelope.raw, _BEFORE + before)
+        return values.with_members(envelope.raw, _BEFORE + before, b", ")
 
 
 def timestamp(value: Any, field: str) -> Position:
@@ -164,13 +163,6 @@ def _object(record: RawRecord) -> dict[str, Any]:
     if type(document) is not dict:
         raise BadInput(f"value is a JSON {_kind(document)}, not an object")
     return document
-
-
-def _with_member(raw: bytes, member: bytes) -> bytes:
-    """The JSON object in `raw` with `member` added last; the rest of its text unchanged. The
-    object has members already (`after` at least)."""
-    body = raw.rstrip(_JSON_WHITESPACE)
-    return b"%s, %s}" % (body[:-1], member)
 
 
 def _kind(value: Any) -> str:

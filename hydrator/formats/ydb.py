@@ -36,7 +36,6 @@ from hydrator.formats.keys import canonical
 OPERATIONS = ("update", "reset", "erase")
 _ROW_FIELDS = ("key", *OPERATIONS, "newImage", "oldImage")
 _MAX_UINT64 = 2**64 - 1
-_JSON_WHITESPACE = b" \t\n\r"
 
 
 class _Envelope:
@@ -121,8 +120,7 @@ class YdbCodec:
         if not added:
             return envelope.raw
         members = exact.dumps(added)  # `{"oldImage":...,"newImage":...}`
-        body = envelope.raw.rstrip(_JSON_WHITESPACE)  # `{..."key":[...]...}`: never empty
-        return b"%s,%s" % (body[:-1], members[1:])
+        return values.with_members(envelope.raw, members[1:-1])
 
 
 def _checked(document: Any) -> dict[str, Any]:
