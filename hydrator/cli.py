@@ -778,7 +778,9 @@ def _run_embedded(config: RunConfig) -> int:
     from hydrator.engines.embedded.workers import Supervisor
 
     return _guarded(
-        Supervisor(config, _run_worker).run, run_secrets(config), (StateDirLocked, StateDirUnusable)
+        Supervisor(config, _run_worker).run,
+        run_secrets(config),
+        (ConfigError, StateDirLocked, StateDirUnusable),
     )
 
 
@@ -801,11 +803,12 @@ def _run_engine(config: RunConfig, worker: Worker | None = None) -> int:
     from hydrator.kafka.reachability import BrokerUnavailable
 
     engine = EmbeddedEngine(config, worker=worker)
-    port = config.metrics_port
-    if port and worker is not None:
-        port += worker.index  # worker i serves on --metrics-port + i (0: a free port each)
+    if worker is not None and config.metrics_port is not None:
+        run = _serving_worker_metrics(worker, engine.metrics.run, engine.metrics, engine.run)
+    else:
+        run = _serving_metrics(config.metrics_port, engine.metrics.run, engine.metrics, engine.run)
     return _guarded(
-        _serving_metrics(port, engine.metrics.run, engine.metrics, engine.run),
+        run,
         run_secrets(config),
         CONFIG_ERRORS,
         (BrokerUnavailable,),
@@ -824,6 +827,25 @@ def _serving_metrics(
     def serve_and_run() -> None:
         with serving(port, metrics, health):
             run()
+
+    return serve_and_run
+
+
+def _serving_worker_metrics(
+    worker: Worker, metrics: RunMetrics, health: Health, run: Callable[[], None]
+) -> Callable[[], None]:
+    """`run`, with this worker's /metrics, /healthz and /readyz served on a free loopback port
+    for the supervisor, which serves --metrics-port with every worker's (metrics/merged.py)."""
+    from hydrator.metrics.exporter import MetricsServer, registry_for
+
+    def serve_and_run() -> None:
+        server = MetricsServer(0, registry_for(metrics), health, loopback=True)
+        server.start()
+        worker.serve_metrics(server.port)
+        try:
+            run()
+        finally:
+            server.close()
 
     return serve_and_run
 

@@ -20,6 +20,8 @@ instances. `--workers 1` runs the engine in the `hydrator run` process itself.
 * A worker has its own process group (a terminal's Ctrl-C reaches only the supervisor, which
   passes the stop on) and dies with its supervisor (Linux: PR_SET_PDEATHSIG; elsewhere it stops
   cleanly once it sees its parent gone).
+* --metrics-port: each worker serves its metrics on a loopback port it puts on the board; the
+  supervisor serves --metrics-port with their sum (hydrator/metrics/merged.py).
 * The workers tell each other which partitions they hold and whether they are done
   (`WorkerBoard`): `--available-now` need not wait for the group to settle when they hold every
   partition between them, and the run ends once all were done at the same time.
@@ -48,7 +50,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from multiprocessing.context import SpawnContext, SpawnProcess
 from types import FrameType
@@ -127,6 +129,8 @@ class WorkerBoard:
         # Who is ready to join the group; last: all were once (a restarted worker then joins
         # at once).
         self._ready = context.Array("b", workers + 1, lock=False)
+        # The loopback port each worker serves its metrics on (0: none).
+        self._metrics_ports = context.Array("i", workers, lock=False)
 
     def claim(self, worker: int, partitions: set[int], assigned: bool = False) -> None:
         """`worker` holds exactly `partitions` now; `assigned`: the group just assigned them."""
@@ -166,6 +170,7 @@ class WorkerBoard:
         """`worker`'s process ended: it left the group, which rebalances if it was in it."""
         self.claim(worker, set())
         with self._lock:
+            self._metrics_ports[worker] = 0
             self._left[worker] = True
             if self._assignments[worker]:
                 self._baseline[:] = self._assignments[:]
@@ -192,6 +197,15 @@ class WorkerBoard:
             if all(self._ready[:-1]):
                 self._ready[-1] = True
             return bool(self._ready[-1])
+
+    def serve_metrics(self, worker: int, port: int) -> None:
+        with self._lock:
+            self._metrics_ports[worker] = port
+
+    def metrics_ports(self) -> dict[int, int]:
+        """Worker index -> the loopback port it serves its metrics on, for those serving."""
+        with self._lock:
+            return {i: port for i, port in enumerate(self._metrics_ports) if port}
 
     def forget(self, worker: int) -> None:
         """`worker` died and is started again: it holds nothing, has not finished (its next
@@ -231,6 +245,10 @@ class Worker:
 
     def may_leave(self) -> bool:
         return self.board.may_leave(self.index)
+
+    def serve_metrics(self, port: int) -> None:
+        """This worker serves its metrics on loopback `port` (the supervisor merges them)."""
+        self.board.serve_metrics(self.index, port)
 
     def wait_for_siblings(self, should_stop: Callable[[], bool]) -> None:
         """Until every worker of the run is ready to join the group (at start-up only)."""
@@ -333,11 +351,32 @@ class Supervisor:
         try:
             state_dir.process_id()  # made here, before the workers would race to make it
             state_dir.record_workers(max(self.config.workers, state_dir.recorded_workers()))
-            with _signals_counted(self._stop_requested):
+            with self._serving_metrics(), _signals_counted(self._stop_requested):
                 self._supervise()
         finally:
             state_dir.unlock()
         return run_exit_code(self._cause, self._ends)
+
+    @contextlib.contextmanager
+    def _serving_metrics(self) -> Iterator[None]:
+        """--metrics-port: the workers' endpoints merged into one (hydrator/metrics/merged.py)."""
+        if self.config.metrics_port is None:
+            yield
+            return
+        from prometheus_client import CollectorRegistry
+
+        from hydrator.metrics.exporter import MetricsServer
+        from hydrator.metrics.merged import MergedCollector, MergedHealth
+
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(MergedCollector(self._board.metrics_ports))
+        health = MergedHealth(self._board.metrics_ports, len(self._slots))
+        server = MetricsServer(self.config.metrics_port, registry, health)
+        server.start()
+        try:
+            yield
+        finally:
+            server.close()
 
     def _stop_requested(self) -> None:
         self._stop_requests += 1
