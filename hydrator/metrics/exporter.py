@@ -104,17 +104,13 @@ def registry_for(metrics: RunMetrics) -> CollectorRegistry:
 
 
 class MetricsServer:
-    """/metrics, /healthz (alive) and /readyz (ready) on `port`, all interfaces (`loopback`:
-    127.0.0.1 only, not announced: a worker's, for its supervisor), in daemon threads; 503 with
-    the reason when a health check fails."""
+    """/metrics, /healthz (alive) and /readyz (ready) on `port`, all interfaces, in daemon
+    threads; 503 with the reason when a health check fails."""
 
-    def __init__(
-        self, port: int, registry: CollectorRegistry, health: Health, loopback: bool = False
-    ) -> None:
+    def __init__(self, port: int, registry: CollectorRegistry, health: Health) -> None:
         handler = _handler(registry, health)
-        self._loopback = loopback
         try:
-            self._server = ThreadingHTTPServer(("127.0.0.1" if loopback else "", port), handler)
+            self._server = ThreadingHTTPServer(("", port), handler)
         except OSError as exc:
             raise ConfigError(
                 f"--metrics-port {port}: cannot listen there ({exc.strerror or exc})"
@@ -127,8 +123,7 @@ class MetricsServer:
 
     def start(self) -> None:
         self._thread.start()
-        if not self._loopback:
-            log.info("serving /metrics, /healthz and /readyz on port %d", self.port)
+        log.info("serving /metrics, /healthz and /readyz on port %d", self.port)
 
     def close(self) -> None:
         self._server.shutdown()

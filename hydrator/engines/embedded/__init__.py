@@ -1,6 +1,5 @@
-"""The embedded engine: a Kafka-Streams-style runner, in one process or in worker processes.
+"""The embedded engine: a Kafka-Streams-style runner in one process.
 
-workers.py        --workers N: the supervisor, and what its worker processes share
 engine.py         wiring: clients, state directory, loop; in-process restart after an outage;
                   clean shutdown on SIGINT/SIGTERM
 watchdog.py       deadlines on blocking Kafka calls; stop requests that reach a blocked thread
