@@ -8,13 +8,16 @@ such numbers stays readable by releases that know only format 1.
 
 Format 3 is format 2 whose image may hold large values (state/large.py) as msgpack extensions
 (LARGE_VALUE: digest, packed size, and the compressed bytes when they are kept inline); it is
-written only for a record that holds one, so every other record keeps format 1 or 2.
+written only for a record that holds one, so every other record keeps format 1 or 2. Its
+decimals are extension 3 (format 2's code for them, 2, is a large value here).
 
 The body is a list of eight fields, and a ninth (per-cell write times) only for a record that
 has them, so records without them keep the bytes earlier releases wrote and read.
 """
 
 from __future__ import annotations
+
+from decimal import Decimal
 
 import msgpack
 
@@ -34,7 +37,10 @@ FORMAT_V1 = 1
 FORMAT_V2 = 2
 FORMAT_V3 = 3
 FORMATS = (FORMAT_V1, FORMAT_V2, FORMAT_V3)
-LARGE_VALUE = 2  # msgpack extension type code (exact.WIDE_INT is 1)
+# msgpack extension type codes of format 3: exact.WIDE_INT (1), then these two. (Formats 1 and 2
+# write decimals under exact.DECIMAL, 2, which format 3 had already given to large values.)
+LARGE_VALUE = 2
+DECIMAL_V3 = 3
 
 
 class StateFormatError(ValueError):
@@ -57,9 +63,13 @@ def encode_state(record: StateRecord) -> bytes:
     ]
     if record.cell_times is not None:
         body.append(record.cell_times)
+    cells = body[0]
+    if type(cells) is dict and has_refs(cells):
+        # told up front: packing first and catching msgpack's TypeError packed such rows twice
+        return bytes([FORMAT_V3]) + msgpack.packb(body, use_bin_type=True, default=_pack_ext)
     try:
         packed, wide = exact.pack(body)
-    except TypeError:  # a LargeValue: msgpack packs only what it knows
+    except TypeError:  # a LargeValue deeper down: msgpack packs only what it knows
         return bytes([FORMAT_V3]) + msgpack.packb(body, use_bin_type=True, default=_pack_ext)
     return bytes([FORMAT_V2 if wide else FORMAT_V1]) + packed
 
@@ -105,6 +115,8 @@ def _pack_ext(obj: object) -> msgpack.ExtType | dict:
         return obj.cells
     if isinstance(obj, int):
         return msgpack.ExtType(exact.WIDE_INT, str(int(obj)).encode())
+    if type(obj) is Decimal and obj.is_finite():
+        return msgpack.ExtType(DECIMAL_V3, str(obj).encode())
     raise TypeError(f"cannot pack a {type(obj).__name__}")
 
 
@@ -118,4 +130,9 @@ def _unpack_ext(code: int, data: bytes) -> object:
         return LargeValue(digest, size, compressed)
     if code == exact.WIDE_INT:
         return int(data)
+    if code == DECIMAL_V3:
+        number = Decimal(data.decode("ascii"))
+        if not number.is_finite():
+            raise ValueError(f"not a finite decimal: {data[:40]!r}")
+        return number
     raise ValueError(f"unknown msgpack extension type {code}")

@@ -153,6 +153,9 @@ def materialized(image: Mapping[str, Any] | None) -> dict[str, Any] | None:
     whole `before`); a plain dict is returned as it is."""
     if image is None or type(image) is dict:
         return image  # type: ignore[return-value]
+    if type(image) is LazyImage:  # from its cells: the Mapping protocol costs calls per column
+        read = image.reader.read
+        return {c: read(v) if type(v) is LargeValue else v for c, v in image.cells.items()}
     return dict(image)
 
 

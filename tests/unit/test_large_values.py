@@ -3,6 +3,7 @@ references, reading on demand, and what the embedded task writes and collects at
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +120,20 @@ def test_a_row_with_references_round_trips_and_reads_only_the_column_asked_for()
     assert state.image["n"] == 2**70 and reader.reads == 1
     assert dict(state.image) == {"id": 1, "a": "s" * 3000, "doc": DOC, "n": 2**70}
     assert encode_state(state) == data  # written back as references, nothing read
+
+
+def test_a_row_with_references_keeps_its_decimals_and_wide_integers() -> None:
+    """Decimals (exact DECIMAL columns) beside a large value: format 2's extension code for them
+    is a large value in format 3, which has a code of its own for them."""
+    large = _ref(DOC)
+    image = {"price": Decimal("12.50"), "tiny": Decimal("-1E-30"), "n": -(2**80), "doc": large}
+    stored = {**image, "doc": large.out_of_line()}
+    for state in (StateRecord(image=image), StateRecord(image=stored)):
+        data = encode_state(state)
+        assert data[0] == FORMAT_V3
+        back = decode_state(data, CountingReader({large.digest: DOC}))
+        assert dict(back.image) == {**image, "doc": DOC}
+        assert str(back.image["price"]) == "12.50"
 
 
 def test_inline_references_carry_their_compressed_bytes() -> None:
