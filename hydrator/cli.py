@@ -349,7 +349,7 @@ def cli() -> None:
 @click.option(
     "--state-cache-bytes",
     type=Size(),
-    default="64MB",
+    default="256MB",
     show_default=True,
     envvar=_env("state_cache_bytes"),
     help="Embedded: memory for decoded states kept between records, shared by all tasks.",

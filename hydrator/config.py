@@ -103,7 +103,7 @@ class RunConfig:
     # How long a start-up (and a restart after an outage) waits for a broker to answer.
     startup_timeout_ms: int = 300_000
     # Embedded: the decoded-state cache budget of the process, shared by its tasks.
-    state_cache_bytes: int = 64 * 1024 * 1024
+    state_cache_bytes: int = 256 * 1024 * 1024
     # Column values over this many bytes (packed) are kept compressed and apart from the row
     # (state/large.py); None keeps every value in the row.
     large_value_threshold: int | None = 2048

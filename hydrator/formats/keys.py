@@ -56,6 +56,8 @@ def canonical_key(raw: bytes) -> str:
     return _canonical_short_key(bytes(raw))
 
 
-@lru_cache(maxsize=4096)  # CDC traffic keeps coming back to the same rows
+# CDC traffic keeps coming back to the same rows. Room for the keys of a busy table: an LRU
+# smaller than the keys a stream cycles through hits nothing (a few MB at 64k keys).
+@lru_cache(maxsize=65_536)
 def _canonical_short_key(raw: bytes) -> str:
     return canonical(key_document(raw))

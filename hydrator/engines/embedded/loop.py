@@ -8,9 +8,11 @@ with what was waiting in its partitions when it was assigned (clock.py).
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
@@ -37,8 +39,12 @@ MAX_UNCOMMITTED = 20_000
 # while its transaction is open is its input plus its outputs (the changed state and changelog
 # record are about as large as the output): a commit is due past MAX_UNCOMMITTED_BYTES of that,
 # and a consume batch is sized to about MAX_BATCH_BYTES of it at the open transaction's mean.
-MAX_UNCOMMITTED_BYTES = 16 * 1024 * 1024
+MAX_UNCOMMITTED_BYTES = 64 * 1024 * 1024
 MAX_BATCH_BYTES = 8 * 1024 * 1024
+# The hot path allocates many short-lived, acyclic objects (decoded events, rows, outputs); at
+# Python's default gen-0 threshold (700) the cyclic collector ran thousands of times a second and
+# took 7% of the loop. Cycles are rare here, so collect an order of magnitude less often.
+GC_GEN0_THRESHOLD = 20_000
 # Until the first records tell their size.
 FIRST_BATCH = 256
 AVAILABLE_NOW_CHECK_S = 0.25
@@ -75,6 +81,10 @@ class StreamLoop:
         self._last_finish_check = 0.0
 
     def run(self, should_stop: Callable[[], bool]) -> None:
+        with _rare_collections():
+            self._run(should_stop)
+
+    def _run(self, should_stop: Callable[[], bool]) -> None:
         self._consumer.subscribe(
             self._topology.subscription,
             on_assign=self._on_assign,
@@ -261,3 +271,17 @@ class StreamLoop:
             # the partitions of other (or stopped) members count too
             and self._available_now.group_done(owned)
         )
+
+
+@contextmanager
+def _rare_collections() -> Iterator[None]:
+    """Collect cycles less often while the loop runs (GC_GEN0_THRESHOLD); what start-up made is
+    frozen, so the collections that do run skip it."""
+    thresholds = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(GC_GEN0_THRESHOLD, *thresholds[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
+        gc.unfreeze()
