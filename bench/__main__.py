@@ -15,7 +15,16 @@ from pathlib import Path
 from bench.quix_venv import default_location
 from bench.workload import WorkloadShape
 
-RUNNER_KEYS = ("core", "copy", "quix-alo", "quix-eos", "embedded", "embedded-w1", "spark")
+RUNNER_KEYS = (
+    "core",
+    "copy",
+    "quix-alo",
+    "quix-eos",
+    "embedded",
+    "embedded-w1",
+    "spark-copy",
+    "spark",
+)
 
 
 def workload_options(
@@ -67,7 +76,7 @@ def throughput(argv: list[str]) -> None:
         default="",
         help=f"comma-separated subset of {','.join(RUNNER_KEYS)} (default: all)",
     )
-    parser.add_argument("--skip-spark", action="store_true", help="the slowest runner")
+    parser.add_argument("--skip-spark", action="store_true", help="the Spark runners (the slowest)")
     parser.add_argument(
         "--spark-batch", type=int, help="Spark's records per micro-batch (default: events/10)"
     )

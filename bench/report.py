@@ -14,6 +14,8 @@ COLUMNS = (
     "peak RSS MB",
     "state B/event",
     "output check",
+    # last, so that the columns before keep their places
+    "ratio to Spark copy",
 )
 
 
@@ -25,7 +27,13 @@ def _number(value: float | None, digits: int = 0) -> str:
 
 def row(result: dict[str, Any]) -> list[str]:
     if result["status"] != "ok":
-        return [result["label"], result["status"], *[NONE] * 5, result["output_check"] or NONE]
+        return [
+            result["label"],
+            result["status"],
+            *[NONE] * 5,
+            result["output_check"] or NONE,
+            NONE,
+        ]
     return [
         result["label"],
         _number(result["events_per_s"]),
@@ -35,6 +43,7 @@ def row(result: dict[str, Any]) -> list[str]:
         _number(result["peak_rss_mb"]),
         _number(result["state_bytes_per_event"]),
         result["output_check"],
+        _number(result.get("ratio_to_spark_copy"), 2),
     ]
 
 

@@ -177,6 +177,31 @@ def embedded_runner(workers: str | None, has_workers: bool, extra: tuple[str, ..
     )
 
 
+def spark_copy_runner(batch: int) -> Runner:
+    return Runner(
+        "spark-copy",
+        "Spark copy: the engine's Kafka source -> sink, local[2] (Spark's limit)",
+        lambda plan: [
+            sys.executable,
+            "-m",
+            "bench.spark_copy",
+            "--bootstrap-servers",
+            plan.bootstrap,
+            "--input-topic",
+            plan.input_topic,
+            "--output-topic",
+            plan.output_topic,
+            "--checkpoint",
+            str(plan.work_dir / "checkpoint"),
+            "--master",
+            "local[2]",
+            "--max-offsets-per-trigger",
+            str(batch),
+        ],
+        hydrates=False,
+    )
+
+
 def spark_runner(batch: int, extra: tuple[str, ...]) -> Runner:
     return Runner(
         "spark",

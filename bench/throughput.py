@@ -59,6 +59,7 @@ class Result:
     state_bytes_per_event: float | None = None
     ratio_to_copy: float | None = None
     ratio_to_quix_eos: float | None = None
+    ratio_to_spark_copy: float | None = None
     output_records: int | None = None
     output_check: str = ""
     check_examples: list[str] = field(default_factory=list)
@@ -102,6 +103,7 @@ def all_runners(options: Options, work: Path) -> list[r.Runner]:
         r.embedded_runner("1", has_workers, options.engine_args),
     ]
     if not options.skip_spark:
+        candidates.append(r.spark_copy_runner(options.spark_batch))
         candidates.append(r.spark_runner(options.spark_batch, options.engine_args))
     return [runner for runner in candidates if take(runner.key)]
 
@@ -261,6 +263,7 @@ def _window(
 def _ratios(results: list[Result]) -> None:
     rates = {x.key: x.events_per_s for x in results if x.status == "ok"}
     copy, quix = rates.get("copy"), rates.get("quix-eos")
+    spark_copy = rates.get("spark-copy")
     for x in results:
         if x.events_per_s is None:
             continue
@@ -268,3 +271,5 @@ def _ratios(results: list[Result]) -> None:
             x.ratio_to_copy = round(x.events_per_s / copy, 2)
         if quix:
             x.ratio_to_quix_eos = round(x.events_per_s / quix, 2)
+        if spark_copy and x.key == "spark":
+            x.ratio_to_spark_copy = round(x.events_per_s / spark_copy, 2)
