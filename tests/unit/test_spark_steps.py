@@ -182,6 +182,35 @@ def test_keyless_undecodable_and_tick_records_keep_no_state() -> None:
     assert counts_of(out)["dead_letters"] == 1
 
 
+def _pyspark_frames(chunks: list[list[pd.Series]]) -> Any:
+    """A group's frames as PySpark 4's worker hands them over: a lazy generator, compiled in a
+    file of that name, concatenating each chunk's column Series."""
+    code = compile("(pd.concat(x, axis=1) for x in chunks)", "/x/pyspark/worker.py", "eval")
+    return eval(code, {"pd": pd, "chunks": iter(chunks)})
+
+
+def test_the_group_records_are_the_same_read_from_pyspark_chunks_or_from_frames() -> None:
+    def chunk(cells: list[bytes]) -> list[pd.Series]:
+        return [pd.Series(["g"] * len(cells), name="group"), pd.Series(cells, name="record")]
+
+    chunks = [chunk([b"a", b"b"]), chunk([b"c"])]
+    assert stateful._series_chunks(_pyspark_frames(chunks)) is not None
+    assert stateful.packed_records(_pyspark_frames(chunks)) == [b"a", b"b", b"c"]
+    frames = [pd.concat(c, axis=1) for c in chunks]
+    assert stateful.packed_records(iter(frames)) == [b"a", b"b", b"c"]
+    # a generator of another file, or one already started, is read as frames
+    other = (f for f in frames)
+    assert stateful._series_chunks(other) is None
+    assert stateful.packed_records(other) == [b"a", b"b", b"c"]
+    started = _pyspark_frames(chunks)
+    first = next(started)
+    assert stateful._series_chunks(started) is None
+    assert first["record"].tolist() + stateful.packed_records(started) == [b"a", b"b", b"c"]
+    # a chunk without a Series named `record`: the frame PySpark would make is read
+    odd = [[pd.DataFrame({"group": ["g"], "record": [b"z"]})]]
+    assert stateful.packed_records(_pyspark_frames(odd)) == [b"z"]
+
+
 def test_a_large_group_output_is_split_into_several_cells_in_offset_order() -> None:
     n = stateful.CHUNK_RECORDS * 2 + 3
     rows = [(TOPIC, 0, i, b'{"id":1}', event(1, 100 + i, "v"), None, 0) for i in range(n)]
