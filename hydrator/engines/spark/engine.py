@@ -141,9 +141,9 @@ class SparkEngine:
     def run(self) -> None:
         self._check_client_properties()
         partitions = self._input_partitions()
-        spark = spark_session(
-            self.config.application_id, self.master, partitions * 2, self.spark_conf
-        )
+        # As many shuffle partitions as input partitions, the parallelism the source has: each
+        # is a state store committed and a Python task run per micro-batch, a fixed cost.
+        spark = spark_session(self.config.application_id, self.master, partitions, self.spark_conf)
         log.info("Spark master %s; checkpoint %s", spark.sparkContext.master, self.checkpoint)
         # Through Spark's own filesystem (a URI needs its connector), before any topic is
         # created: a bad --state-dir must not leave topics behind.
