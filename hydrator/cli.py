@@ -7,6 +7,8 @@ over the environment, which wins over the file. Exit codes: 0 done, 2 bad usage 
 (the message names the option), 1 a fatal error while running, 75 (embedded) a temporary failure
 (no broker within --startup-timeout, or a Kafka call blocked past its timeout): start it again,
 130 interrupted (a second stop signal, or a stop the blocked engine could not honour in time).
+With --workers N > 1 the run ends with the code of the worker that ended it
+(hydrator/engines/embedded/workers.py says when a worker is started again instead).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from hydrator.config import (
     RunConfig,
     SparkOptions,
     check_application_id,
+    default_workers,
     is_uri,
     load_config_file,
     local_state_dir,
@@ -53,6 +56,7 @@ from hydrator.ops.logs import LOG_FORMATS
 from hydrator.ops.secrets import redact, secret_values
 
 if TYPE_CHECKING:
+    from hydrator.engines.embedded.workers import Worker
     from hydrator.metrics.run import Health, RunMetrics
     from hydrator.ops.state_tools import TaskStore
 
@@ -364,6 +368,14 @@ def cli() -> None:
     "own key, written only when they change; 0 or off keeps every value in the row.",
 )
 @click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    envvar=_env("workers"),
+    help="Embedded: worker processes sharing the consumer group, each with its own tasks "
+    "(default: one per CPU); 1 runs the engine in this process.",
+)
+@click.option(
     "--commit-interval",
     type=Duration(),
     default="100ms",
@@ -462,7 +474,9 @@ def config_show(ctx: click.Context, **options: Any) -> None:
     config = build_config(options)
     if config.engine == "spark":
         build_spark_options(options)
-    settings = effective_settings(ctx, options, {"input_topics": config.input_topics})
+    settings = effective_settings(
+        ctx, options, {"input_topics": config.input_topics, "workers": config.workers}
+    )
     config_path = ctx.meta.get(CONFIG_FILE_META)
     config_param = next(p for p in ctx.command.params if p.name == "config")
     click.echo(render(settings, config_path, source_of(ctx, config_param)), nl=False)
@@ -716,6 +730,9 @@ def build_config(options: dict[str, Any]) -> RunConfig:
         commit_interval_ms=options["commit_interval"],
         state_cache_bytes=options["state_cache_bytes"],
         large_value_threshold=options["large_value_threshold"] or None,
+        workers=options["workers"] or default_workers(),
+        log_level=options["log_level"].upper(),
+        log_format=options["log_format"],
         progress_interval_s=options["progress_interval"] / 1000,
         startup_timeout_ms=options["startup_timeout"],
         metrics_port=options["metrics_port"],
@@ -753,13 +770,45 @@ def _check_format(name: str, options: FormatOptions) -> None:
 
 
 def _run_embedded(config: RunConfig) -> int:
+    """The embedded engine: in this process, or in `config.workers` worker processes that this
+    one supervises."""
+    if config.workers == 1:
+        return _run_engine(config)
+    from hydrator.engines.embedded.state_dir import StateDirLocked, StateDirUnusable
+    from hydrator.engines.embedded.workers import Supervisor
+
+    return _guarded(
+        Supervisor(config, _run_worker).run,
+        run_secrets(config),
+        (ConfigError, StateDirLocked, StateDirUnusable),
+    )
+
+
+def _run_worker(config: RunConfig, worker: Worker) -> int:
+    """A worker process of a run with several (its entry point, in the worker's process)."""
+    logs.configure(
+        config.log_level,
+        config.log_format,
+        config.application_id,
+        run_secrets(config),
+        worker.index,
+    )
+    return _run_engine(config, worker)
+
+
+def _run_engine(config: RunConfig, worker: Worker | None = None) -> int:
+    """The embedded engine in this process: the whole run, or one worker of it."""
     from hydrator.engines.embedded.engine import CONFIG_ERRORS, EmbeddedEngine
     from hydrator.engines.embedded.watchdog import EXIT_TEMPORARY
     from hydrator.kafka.reachability import BrokerUnavailable
 
-    engine = EmbeddedEngine(config)
+    engine = EmbeddedEngine(config, worker=worker)
+    if worker is not None and config.metrics_port is not None:
+        run = _serving_worker_metrics(worker, engine.metrics.run, engine.metrics, engine.run)
+    else:
+        run = _serving_metrics(config.metrics_port, engine.metrics.run, engine.metrics, engine.run)
     return _guarded(
-        _serving_metrics(config, engine.metrics.run, engine.metrics, engine.run),
+        run,
         run_secrets(config),
         CONFIG_ERRORS,
         (BrokerUnavailable,),
@@ -768,29 +817,49 @@ def _run_embedded(config: RunConfig) -> int:
 
 
 def _serving_metrics(
-    config: RunConfig, metrics: RunMetrics, health: Health, run: Callable[[], None]
+    port: int | None, metrics: RunMetrics, health: Health, run: Callable[[], None]
 ) -> Callable[[], None]:
-    """`run`, with /metrics, /healthz and /readyz served meanwhile when --metrics-port is set
-    (from before the engine waits for a broker, so /healthz answers during start-up)."""
+    """`run`, with /metrics, /healthz and /readyz served meanwhile on `port` (--metrics-port;
+    None: not served), from before the engine waits for a broker, so /healthz answers during
+    start-up."""
     from hydrator.metrics.exporter import serving
 
     def serve_and_run() -> None:
-        with serving(config.metrics_port, metrics, health):
+        with serving(port, metrics, health):
             run()
 
     return serve_and_run
 
 
+def _serving_worker_metrics(
+    worker: Worker, metrics: RunMetrics, health: Health, run: Callable[[], None]
+) -> Callable[[], None]:
+    """`run`, with this worker's /metrics, /healthz and /readyz served on a free loopback port
+    for the supervisor, which serves --metrics-port with every worker's (metrics/merged.py)."""
+    from hydrator.metrics.exporter import MetricsServer, registry_for
+
+    def serve_and_run() -> None:
+        server = MetricsServer(0, registry_for(metrics), health, loopback=True)
+        server.start()
+        worker.serve_metrics(server.port)
+        try:
+            run()
+        finally:
+            server.close()
+
+    return serve_and_run
+
+
 def _guarded(
-    run: Callable[[], None],
+    run: Callable[[], int | None],
     secrets: set[str],
     config_errors: tuple[type[Exception], ...],
     temporary_errors: tuple[type[Exception], ...] = (),
     temporary_exit: int = 1,
 ) -> int:
-    """Run an engine; the exit code for how it ended."""
+    """Run an engine; the exit code for how it ended (or the one `run` returns)."""
     try:
-        run()
+        code = run()
     except config_errors as exc:
         click.echo(redact(f"Error: {exc}", secrets), err=True)
         return 2
@@ -806,7 +875,7 @@ def _guarded(
     except Exception as exc:
         log.exception("fatal: %s", exc)
         return 1
-    return 0
+    return code or 0
 
 
 def _run_spark(config: RunConfig, spark: SparkOptions) -> int:
@@ -822,7 +891,7 @@ def _run_spark(config: RunConfig, spark: SparkOptions) -> int:
         max_offsets_per_trigger=spark.max_offsets_per_trigger,
     )
     return _guarded(
-        _serving_metrics(config, engine.metrics.run, engine.metrics, engine.run),
+        _serving_metrics(config.metrics_port, engine.metrics.run, engine.metrics, engine.run),
         run_secrets(config, spark),
         (ConfigError, ClientConfigError, TopologyError, StateDirUnusable),
     )

@@ -13,6 +13,7 @@ underscores, at top level or under a `[run]` table:
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from collections.abc import Iterable, Mapping
@@ -102,13 +103,18 @@ class RunConfig:
     progress_interval_s: float = 10.0
     # How long a start-up (and a restart after an outage) waits for a broker to answer.
     startup_timeout_ms: int = 300_000
-    # Embedded: the decoded-state cache budget of the process, shared by its tasks.
+    # Embedded: the decoded-state cache budget of the run, shared by its tasks.
     state_cache_bytes: int = 256 * 1024 * 1024
     # Column values over this many bytes (packed) are kept compressed and apart from the row
     # (state/large.py); None keeps every value in the row.
     large_value_threshold: int | None = 2048
     # Where /metrics, /healthz and /readyz are served (all interfaces); None: not served.
     metrics_port: int | None = None
+    # Embedded: worker processes (1: the engine runs in the calling process).
+    workers: int = 1
+    # How the run logs (a worker process sets its logging up from these).
+    log_level: str = "INFO"
+    log_format: str = "text"
 
 
 @dataclass(frozen=True)
@@ -118,6 +124,14 @@ class SparkOptions:
     master: str = "local[*]"
     conf: Mapping[str, str] = field(default_factory=dict)
     max_offsets_per_trigger: int | None = None
+
+
+def default_workers() -> int:
+    """One worker per CPU this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def parse_spark_conf(items: Iterable[str]) -> dict[str, str]:

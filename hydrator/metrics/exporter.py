@@ -104,13 +104,17 @@ def registry_for(metrics: RunMetrics) -> CollectorRegistry:
 
 
 class MetricsServer:
-    """/metrics, /healthz (alive) and /readyz (ready) on `port`, all interfaces, in daemon
-    threads; 503 with the reason when a health check fails."""
+    """/metrics, /healthz (alive) and /readyz (ready) on `port`, all interfaces (`loopback`:
+    127.0.0.1 only, not announced: a worker's, for its supervisor), in daemon threads; 503 with
+    the reason when a health check fails."""
 
-    def __init__(self, port: int, registry: CollectorRegistry, health: Health) -> None:
+    def __init__(
+        self, port: int, registry: CollectorRegistry, health: Health, loopback: bool = False
+    ) -> None:
         handler = _handler(registry, health)
+        self._loopback = loopback
         try:
-            self._server = ThreadingHTTPServer(("", port), handler)
+            self._server = ThreadingHTTPServer(("127.0.0.1" if loopback else "", port), handler)
         except OSError as exc:
             raise ConfigError(
                 f"--metrics-port {port}: cannot listen there ({exc.strerror or exc})"
@@ -123,7 +127,8 @@ class MetricsServer:
 
     def start(self) -> None:
         self._thread.start()
-        log.info("serving /metrics, /healthz and /readyz on port %d", self.port)
+        if not self._loopback:
+            log.info("serving /metrics, /healthz and /readyz on port %d", self.port)
 
     def close(self) -> None:
         self._server.shutdown()

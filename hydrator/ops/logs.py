@@ -4,6 +4,9 @@ json: one object per line with `time` (UTC, ISO 8601), `level`, `logger`, `messa
 `application_id`, and whatever the line carries besides (the progress line: `counts`, `lag`,
 `rate`; a jump warning: `counter`, `rise`, `records`), plus `exception` for a traceback.
 
+A worker process of a run with several workers (--workers) marks its lines: `[worker N]` after
+the logger's name in text, a `worker` field in json.
+
 In both formats every secret value of the configuration (hydrator/ops/secrets.py) is replaced by
 `***` in the finished line, whatever put it there (a message, an exception, a Kafka client's log).
 """
@@ -20,6 +23,7 @@ from hydrator.ops.secrets import redact
 
 LOG_FORMATS = ("text", "json")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+WORKER_TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s [worker %(worker)s]: %(message)s"
 # What every LogRecord has; anything else on a record came with the line (`extra=`).
 _STANDARD_ATTRIBUTES = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 
@@ -36,8 +40,8 @@ class _Redacting(logging.Formatter):
 
 
 class TextFormatter(_Redacting):
-    def __init__(self, secrets: Iterable[str] = ()) -> None:
-        super().__init__(secrets, TEXT_FORMAT)
+    def __init__(self, secrets: Iterable[str] = (), fmt: str = TEXT_FORMAT) -> None:
+        super().__init__(secrets, fmt)
 
     def format(self, record: logging.LogRecord) -> str:
         return self.redact(super().format(record))
@@ -68,16 +72,37 @@ class JsonFormatter(_Redacting):
         return self.redact(json.dumps(entry, ensure_ascii=False, default=str))
 
 
-def formatter(log_format: str, application_id: str, secrets: Iterable[str]) -> logging.Formatter:
+class _WorkerTag(logging.Filter):
+    def __init__(self, worker: int) -> None:
+        super().__init__()
+        self.worker = worker
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.worker = self.worker
+        return True
+
+
+def formatter(
+    log_format: str, application_id: str, secrets: Iterable[str], worker: int | None = None
+) -> logging.Formatter:
     if log_format == "json":
         return JsonFormatter(application_id, secrets)
     if log_format == "text":
-        return TextFormatter(secrets)
+        return TextFormatter(secrets, TEXT_FORMAT if worker is None else WORKER_TEXT_FORMAT)
     raise ValueError(f"unknown log format {log_format!r}; one of {', '.join(LOG_FORMATS)}")
 
 
-def configure(level: str, log_format: str, application_id: str, secrets: Iterable[str]) -> None:
-    """Every logger of the process writes to stderr through one redacting formatter."""
+def configure(
+    level: str,
+    log_format: str,
+    application_id: str,
+    secrets: Iterable[str],
+    worker: int | None = None,
+) -> None:
+    """Every logger of the process writes to stderr through one redacting formatter; `worker`:
+    the process is that worker of a run with several."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(formatter(log_format, application_id, secrets))
+    handler.setFormatter(formatter(log_format, application_id, secrets, worker))
+    if worker is not None:
+        handler.addFilter(_WorkerTag(worker))
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)

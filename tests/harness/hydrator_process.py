@@ -12,6 +12,7 @@ from pathlib import Path
 
 ASSIGNED = re.compile(r"assigned partitions \[([\d, ]*)\]")
 PROGRESS_RECORDS = re.compile(r"records (\d+), commits")
+WORKER_STARTED = re.compile(r"worker (\d+) started \(pid (\d+)\)")
 
 
 def run_args(
@@ -100,6 +101,10 @@ class HydratorProcess:
         if not matches:
             return None
         return [int(p) for p in matches[-1].replace(" ", "").split(",") if p]
+
+    def worker_pids(self) -> dict[int, int]:
+        """The process id of each worker of a run with --workers, as last started."""
+        return {int(index): int(pid) for index, pid in WORKER_STARTED.findall(self.log)}
 
     def records_processed(self) -> int:
         matches = PROGRESS_RECORDS.findall(self.log)

@@ -38,7 +38,9 @@ def test_available_now_right_after_a_killed_instance_processes_everything(
 
     state_dir = tmp_path / "state"
     args = run_args(bootstrap, unique_name, [source], state_dir, output_topic=output)
-    with HydratorProcess(args, tmp_path / "killed.log") as first:
+    # The killed instance is one process (--workers 1) holding every partition; the run after
+    # it has the default workers.
+    with HydratorProcess([*args, "--workers", "1"], tmp_path / "killed.log") as first:
         first.wait_for_log(r"assigned partitions \[0, 1, 2, 3\]", timeout_s=90)
         # the stream keeps arriving while it runs; kill it in the middle
         placed += produce(bootstrap, source, middle, pace=(100, 0.1))
@@ -209,6 +211,7 @@ def test_available_now_waits_for_keys_parked_in_a_stopped_members_partitions(
     created_at = {f"{source}:{p}:{o}" for p, o in placed[len(records) :]}
 
     # A first run processes everything and stops cleanly: offsets at the end, four keys parked
+    # (one process, --workers 1, so that its progress line counts them all)
     first_args = run_args(
         bootstrap,
         unique_name,
@@ -216,6 +219,8 @@ def test_available_now_waits_for_keys_parked_in_a_stopped_members_partitions(
         tmp_path / "first",
         "--handoff-timeout",
         "1h",
+        "--workers",
+        "1",
         output_topic=output,
     )
     with HydratorProcess(first_args, tmp_path / "first.log") as first:

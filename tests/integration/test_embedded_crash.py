@@ -71,7 +71,12 @@ def test_sigkill_at_random_moments_loses_nothing(
             "-X",
             "consumer.heartbeat.interval.ms=250",
         ]
-    args = run_args(bootstrap, unique_name, [source], state_dir, *extra, output_topic=output)
+    # One process (--workers 1): each kill ends the whole engine at a moment the test picks, and
+    # each incarnation's outputs are told apart by where it began writing. A worker killed
+    # under a supervisor is tests/integration/test_embedded_workers.py's.
+    args = run_args(
+        bootstrap, unique_name, [source], state_dir, "--workers", "1", *extra, output_topic=output
+    )
 
     producing = BackgroundProducer(bootstrap, source, _tuples(records), PRODUCE_SECONDS, chunks=100)
     producing.start()

@@ -60,8 +60,10 @@ def test_a_key_change_whose_delete_arrives_during_downtime_is_filled_after_resta
     )
 
     # The old row is known and the CREATE under the new key parks, waiting for the old image.
+    # (One process, --workers 1: the two keys' partitions, and so their counts, in one progress
+    # line.)
     produce(bootstrap, source, [insert, create])
-    with HydratorProcess(args, tmp_path / "first.log") as first:
+    with HydratorProcess([*args, "--workers", "1"], tmp_path / "first.log") as first:
         first.wait_for_log(_processed(records=2, parked=1))
         assert first.terminate() == 0
 

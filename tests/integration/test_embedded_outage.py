@@ -53,6 +53,9 @@ FAST_GROUP = [
     "-X",
     "consumer.heartbeat.interval.ms=500",
 ]
+# One process (--workers 1) where a test follows one engine through a cut: its in-process
+# restart, its log, its partitions. Each worker of a run with several recovers the same way.
+ONE_PROCESS = ["--workers", "1"]
 
 
 class ProxiedBroker:
@@ -97,7 +100,13 @@ def test_the_engine_recovers_from_an_outage_by_itself(
     create_topic(bootstrap, source, PARTITIONS)
     records = DemoStream(seed=SEED, keys=500, toast_size=100).records(12_000)
     args = run_args(
-        bootstrap, unique_name, [source], tmp_path / "state", *FAST_GROUP, output_topic=output
+        bootstrap,
+        unique_name,
+        [source],
+        tmp_path / "state",
+        *FAST_GROUP,
+        *ONE_PROCESS,
+        output_topic=output,
     )
 
     with HydratorProcess(args, tmp_path / "run.log") as process:
@@ -134,7 +143,13 @@ def test_sigterm_during_a_cut_ends_the_process(
     create_topic(bootstrap, source, PARTITIONS)
     records = DemoStream(seed=SEED, keys=200, toast_size=100).records(4000)
     args = run_args(
-        bootstrap, unique_name, [source], tmp_path / "state", *FAST_GROUP, output_topic=output
+        bootstrap,
+        unique_name,
+        [source],
+        tmp_path / "state",
+        *FAST_GROUP,
+        *ONE_PROCESS,
+        output_topic=output,
     )
     with HydratorProcess(args, tmp_path / "run.log") as process:
         process.wait_for_log(ASSIGNED, timeout_s=60)

@@ -41,8 +41,18 @@ def test_two_instances_with_a_join_and_a_leave_mid_stream(
     records = _workload(table)
 
     two = f"{unique_name}-two"
+    # One process per instance (--workers 1): the test follows the tasks of whole instances as
+    # one joins and leaves (their workers would split them further).
     args = [
-        run_args(bootstrap, two, [source], tmp_path / f"state-{i}", output_topic=f"{two}.out")
+        run_args(
+            bootstrap,
+            two,
+            [source],
+            tmp_path / f"state-{i}",
+            "--workers",
+            "1",
+            output_topic=f"{two}.out",
+        )
         for i in range(2)
     ]
     with (

@@ -27,7 +27,9 @@ pytestmark = pytest.mark.integration
 
 PARTITIONS = 2
 SERVING = re.compile(r"serving /metrics, /healthz and /readyz on port (\d+)")
-PROGRESS = re.compile(r"dead letters (\d+), records (\d+), commits (\d+)")
+WORKER_PROGRESS = re.compile(
+    r"hydrator\.progress(?: \[worker (\d+)\])?: .*dead letters (\d+), records (\d+), commits"
+)
 Records = list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]]
 
 
@@ -214,9 +216,11 @@ def test_embedded_metrics_equal_the_run_s_real_counts(
         assert metrics.gauge("hydrator_last_commit_age_seconds", application_id=app) == 0
         assert get(port, "/readyz") == (200, "ok\n")
         assert engine.terminate() == 0
-    # the progress line at the stop counts the same (its commits include the final one)
-    dead, logged_records, _ = map(int, PROGRESS.findall(engine.log)[-1])
-    assert (dead, logged_records) == (expected.dead_letters, records)
+    # the progress lines at the stop count the same: each worker's last, summed (--workers)
+    last: dict[str | None, tuple[int, int]] = {}
+    for worker, dead, logged in WORKER_PROGRESS.findall(engine.log):
+        last[worker or None] = (int(dead), int(logged))
+    assert tuple(map(sum, zip(*last.values(), strict=True))) == (expected.dead_letters, records)
 
 
 def test_spark_metrics_equal_the_run_s_real_counts(

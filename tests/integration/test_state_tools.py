@@ -138,6 +138,9 @@ def test_state_tools_read_a_real_run_beside_the_running_instance_and_after(
         "10m",
         "--log-format",
         "json",
+        # one process: its progress line counts every record
+        "--workers",
+        "1",
         output_suffix=".enriched",
     )
     log_path = tmp_path / "run.log"

@@ -1,5 +1,6 @@
-"""The embedded engine: a Kafka-Streams-style runner in one process.
+"""The embedded engine: a Kafka-Streams-style runner, in one process or in worker processes.
 
+workers.py        --workers N: the supervisor, and what its worker processes share
 engine.py         wiring: clients, state directory, loop; in-process restart after an outage;
                   clean shutdown on SIGINT/SIGTERM
 watchdog.py       deadlines on blocking Kafka calls; stop requests that reach a blocked thread

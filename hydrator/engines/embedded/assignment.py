@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Callable
 
 from confluent_kafka import TopicPartition
 
@@ -46,10 +47,13 @@ class Assignment:
         probe: OffsetProbe | None = None,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
         large_value_threshold: int | None = DEFAULT_THRESHOLD,
+        on_change: Callable[[set[int], bool], None] = lambda owned, assigned: None,
     ) -> None:
         """`probe` gives the partition ends a new task must catch up with before its timers
         fire (without one, timers never wait); `cache_bytes` is the decoded-state cache budget
-        of the whole process; `large_value_threshold` what a task keeps out of line."""
+        of the whole process; `large_value_threshold` what a task keeps out of line;
+        `on_change` hears the task numbers owned after each change, and whether the group
+        assigned them just now."""
         self.tasks: dict[int, Task] = {}
         self._suspended: dict[int, Task] = {}
         self.partitions: list[TopicPartition] = []
@@ -63,10 +67,13 @@ class Assignment:
         self._probe = probe
         self._cache_bytes = cache_bytes
         self._large_value_threshold = large_value_threshold
+        self._on_change = on_change
 
     def open(self, partitions: list[TopicPartition], committed: list[TopicPartition]) -> None:
         """Take over `partitions`; `committed` holds the group's committed offsets of them."""
         by_number = self._check_co_partitioned(partitions)
+        # Held from now on, while their stores open (and restore).
+        self._on_change(set(self.tasks) | set(by_number), False)
         offsets = committed_by_partition(committed)
         for p in sorted(set(self._suspended) - set(by_number)):
             self._suspended.pop(p).close()
@@ -84,17 +91,20 @@ class Assignment:
         self._share_cache()
         self.partitions += [TopicPartition(tp.topic, tp.partition) for tp in partitions]
         self.assigned_once = True
+        self._on_change(set(self.tasks), True)
         log.info("assigned partitions %s", sorted(by_number))
 
     def suspend(self, partitions: list[TopicPartition]) -> None:
         """After the commit of a revoke: keep the tasks for a possible return."""
         for p in self._release(partitions):
             self._suspended[p] = self.tasks.pop(p)
+        self._on_change(set(self.tasks), False)
 
     def close(self, partitions: list[TopicPartition]) -> None:
         """Close the tasks of `partitions`; their uncommitted state (if any) is dropped."""
         for p in self._release(partitions):
             self.tasks.pop(p).close()
+        self._on_change(set(self.tasks), False)
         self._share_cache()
 
     def close_all(self) -> None:

@@ -11,7 +11,10 @@ are processed, by their owners or by itself after a rebalance. Keys parked in a 
 partitions show in no committed offset, so a run that does not own every partition also waits
 until the group has settled (`settle_s`, twice the session timeout, counted from when its own part
 was first done): by then a member that stopped before that has expired and its partitions were
-handed over.
+handed over. That wait is skipped when this instance and its sibling workers (--workers) hold
+every partition between them: then no other member holds any. And the workers of a run end
+together: one that is done keeps its partitions until all are, or the others would have to take
+them over (a rebalance) just before they end.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable
+from typing import Protocol
 
 from confluent_kafka import Consumer, TopicPartition
 
@@ -31,12 +35,55 @@ COMMITTED_TIMEOUT_S = 30.0
 WAITING_LOG_S = 10.0
 
 
+class Siblings(Protocol):
+    """The other workers of this run (--workers; engines/embedded/workers.py)."""
+
+    def holding(self) -> set[int]:
+        """The partition numbers they hold now."""
+        ...
+
+    def finish_together(self, finished: bool) -> bool:
+        """Note whether this worker has finished its part; whether the run is done."""
+        ...
+
+    def run_done(self) -> bool:
+        """Every worker was seen finished at once: the run is done, whatever the rebalance as
+        the first of them leave makes of the others' parts."""
+        ...
+
+    def may_leave(self) -> bool:
+        """Once the run is done: this worker's turn to leave the group has come."""
+        ...
+
+
+class NoSiblings:
+    """A run in one process."""
+
+    def holding(self) -> set[int]:
+        return set()
+
+    def finish_together(self, finished: bool) -> bool:
+        return finished
+
+    def run_done(self) -> bool:
+        return False
+
+    def may_leave(self) -> bool:
+        return True
+
+
 class AvailableNow:
     def __init__(
-        self, consumer: Consumer, probe: OffsetProbe, topology: Topology, settle_s: float = 0.0
+        self,
+        consumer: Consumer,
+        probe: OffsetProbe,
+        topology: Topology,
+        settle_s: float = 0.0,
+        siblings: Siblings | None = None,
     ) -> None:
         self._consumer = consumer
         self._settle_s = settle_s
+        self.siblings = siblings or NoSiblings()
         self._settle_until: float | None = None  # set when this instance's part is first done
         self._probe = probe
         self._topology = topology
@@ -95,9 +142,10 @@ class AvailableNow:
         return not behind
 
     def _settled(self, owned: list[TopicPartition]) -> bool:
-        """This instance owns every partition, or the group has had time to take a stopped
-        member's partitions away from it."""
-        if len({tp.partition for tp in owned}) == self._topology.partitions:
+        """This instance (with its sibling workers) owns every partition, or the group has had
+        time to take a stopped member's partitions away from it."""
+        held = {tp.partition for tp in owned} | self.siblings.holding()
+        if held >= set(range(self._topology.partitions)):
             return True
         if self._settle_until is None:
             self._settle_until = time.monotonic() + self._settle_s

@@ -7,6 +7,10 @@ again in the same process: new clients, tasks reopened from their local stores, 
 from the committed offsets (the failed batch was aborted and its state dropped, so nothing is
 lost), after a growing pause and one log line. A blocking call that overruns its timeout ends
 the process with exit code 75 for the supervisor to restart it (watchdog.py).
+
+The engine is also what each worker process of a run with --workers N runs (workers.py): it is
+then told which worker it is, and that decides its lock, its transactional id and its share of
+the state cache.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import threading
 import time
 from collections import Counter
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
@@ -36,11 +40,20 @@ from hydrator.engines.embedded.state_dir import StateDirectory, StateDirLocked, 
 from hydrator.engines.embedded.topics import TopologyError, prepare_topology, record_limits
 from hydrator.engines.embedded.topology import Topology
 from hydrator.engines.embedded.transaction import TransactionalWriter, TransactionFailed
-from hydrator.engines.embedded.watchdog import blocking, watchdog
+from hydrator.engines.embedded.watchdog import (
+    STANDALONE,
+    WORKER,
+    StopSignals,
+    blocking,
+    watchdog,
+)
 from hydrator.formats import codec_for
 from hydrator.kafka.client_config import ClientConfigError, ClientSettings, client_error
 from hydrator.kafka.offsets import OffsetProbe
 from hydrator.kafka.reachability import backoff_s, client_logger, wait_for_broker
+
+if TYPE_CHECKING:
+    from hydrator.engines.embedded.workers import Worker
 
 log = logging.getLogger(__name__)
 
@@ -75,10 +88,16 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
 CLOSE_TIMEOUT_S = 30.0
 # A run that lasted this long was healthy: the next restart's pause starts short again.
 HEALTHY_RUN_S = 120.0
+# Bound on aborting the transaction a worker of an earlier run left open.
+FENCE_TIMEOUT_S = 60.0
 
 
 class EmbeddedEngine:
-    def __init__(self, config: RunConfig, hydrator: Hydrator | None = None) -> None:
+    def __init__(
+        self, config: RunConfig, hydrator: Hydrator | None = None, worker: Worker | None = None
+    ) -> None:
+        """`worker`: this process is that worker of a run with several (None: the run's only
+        process)."""
         self.config = config
         self.hydrator = hydrator or Hydrator(
             codec_for(config.format, config.format_options), config.hydration
@@ -93,6 +112,7 @@ class EmbeddedEngine:
             self.run_counts,
             watchdog.in_call_with_time,
         )
+        self.worker = worker
         self._stop = threading.Event()
 
     def request_stop(self) -> None:
@@ -104,12 +124,21 @@ class EmbeddedEngine:
         clients = ClientSettings(config.bootstrap_servers, config.kafka_properties)
         # The state directory first: a bad --state-dir must not leave topics behind.
         state_dir = StateDirectory(config.state_dir, config.application_id)
-        state_dir.lock()
+        if self.worker is None:
+            state_dir.lock()
+        else:
+            state_dir.lock_worker(self.worker.index)
+        signals = STANDALONE if self.worker is None else WORKER
         try:
-            with watchdog.running(), _stop_on_signals(self._stop):
+            with watchdog.running(signals), _stop_on_signals(self._stop, signals):
                 if not self._wait_for_broker(clients):
                     return
                 topology = self._topology(clients)
+                if self._index == 0:
+                    self._fence_missing_workers(clients, state_dir)
+                if self.worker is not None:
+                    self.worker.started()
+                    self.worker.wait_for_siblings(self._should_stop)
                 self._run_recovering(clients, topology, state_dir)
         finally:
             state_dir.unlock()
@@ -119,6 +148,46 @@ class EmbeddedEngine:
         also tells /healthz that the engine's thread is turning."""
         self.metrics.turned()
         return self._stop.is_set()
+
+    @property
+    def _index(self) -> int:
+        return self.worker.index if self.worker is not None else 0
+
+    @property
+    def _workers(self) -> int:
+        return self.worker.count if self.worker is not None else 1
+
+    def _fence_missing_workers(self, clients: ClientSettings, state_dir: StateDirectory) -> None:
+        """An earlier run with more workers than this one may have left a transaction open
+        under the id of a worker this run does not have (a run killed mid-batch). No worker
+        would initialise that id again, and its open transaction would hold back read_committed
+        readers of the outputs and the changelog (on Tansu, for ever): initialising it here
+        aborts it."""
+        recorded = state_dir.recorded_workers()
+        for index in range(self._workers, recorded):
+            transactional_id = self._transactional_id(state_dir, index)
+            settings = {**PRODUCER_DEFAULTS, "transactional.id": transactional_id}
+            producer = _client(Producer, clients.producer(settings))
+            try:
+                with blocking(f"aborting {transactional_id}'s transaction", FENCE_TIMEOUT_S):
+                    producer.init_transactions(FENCE_TIMEOUT_S)
+            except KafkaException as exc:
+                log.warning(
+                    "could not abort what worker %d of an earlier run may have left open (%s); "
+                    "trying again at the next start",
+                    index,
+                    _first_line(exc),
+                )
+                return
+            log.info("aborted what worker %d of an earlier run may have left open", index)
+        if recorded != self._workers:
+            state_dir.record_workers(self._workers)
+
+    def _transactional_id(self, state_dir: StateDirectory, index: int) -> str:
+        """Stable across restarts, so a restarted worker fences its own dead transaction at
+        once; worker 0's is a single-process run's, so changing --workers keeps it."""
+        base = f"{self.config.application_id}-{state_dir.process_id()}"
+        return base if index == 0 else f"{base}-{index}"
 
     def _wait_for_broker(self, clients: ClientSettings) -> bool:
         """False when a stop was requested while waiting."""
@@ -197,8 +266,10 @@ class EmbeddedEngine:
             sink,
             self.run_counts,
             probe,
-            config.state_cache_bytes,
+            # The budget is the run's: each worker takes its share.
+            config.state_cache_bytes // self._workers,
             config.large_value_threshold,
+            self.worker.claim if self.worker is not None else lambda owned, assigned: None,
         )
         try:
             writer.init()
@@ -206,7 +277,9 @@ class EmbeddedEngine:
             # needs a rebalance to hand them over.
             settle_s = 2 * float(consumer_config["session.timeout.ms"]) / 1000
             available_now = (
-                AvailableNow(consumer, probe, topology, settle_s) if config.available_now else None
+                AvailableNow(consumer, probe, topology, settle_s, self.worker)
+                if config.available_now
+                else None
             )
             progress = Progress(
                 self.counts,
@@ -271,7 +344,7 @@ class EmbeddedEngine:
             # checks then use the lower value), and batches that fit the smallest of them.
             "message.max.bytes": limits.producer,
             "batch.size": min(1_000_000, limits.output, limits.handoff, limits.dlq),
-            "transactional.id": f"{self.config.application_id}-{state_dir.process_id()}",
+            "transactional.id": self._transactional_id(state_dir, self._index),
             "enable.idempotence": True,
         }
 
@@ -337,26 +410,29 @@ def _sleep_unless(seconds: float, stopped: Any) -> bool:
 
 
 class _stop_on_signals:
-    """SIGINT/SIGTERM ask for a clean stop (finish the batch, commit, close the stores); a
-    second one stops at once."""
+    """A clean-stop signal asks to finish the batch, commit and close the stores; a "stop now"
+    (a repeated signal, for a process on its own) stops at once (watchdog.StopSignals)."""
 
-    def __init__(self, stop: threading.Event) -> None:
+    def __init__(self, stop: threading.Event, signals: StopSignals = STANDALONE) -> None:
         self._stop = stop
+        self._signals = signals
         self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> None:
         if threading.current_thread() is not threading.main_thread():
             return
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in sorted(self._signals.clean | self._signals.now):
             self._previous[sig] = signal.signal(sig, self._handle)
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         name = signal.Signals(signum).name
-        if self._stop.is_set():
-            # Asked twice: the clean stop is stuck (say, a restore waiting on a broker). The
+        if self._signals.means_now(signum, self._stop.is_set()):
+            # The clean stop is stuck (say, a restore waiting on a broker), or not wanted. The
             # open batch is aborted on the way out.
-            log.warning("%s received again: stopping now without committing", name)
+            log.warning("%s received: stopping now without committing", name)
             raise KeyboardInterrupt
+        if self._stop.is_set():
+            return  # the same request again (a worker may hear it from systemd and its supervisor)
         log.info("%s received: stopping after the current batch", name)
         self._stop.set()
 

@@ -256,6 +256,9 @@ class StreamLoop:
         if time.monotonic() - self._last_finish_check < AVAILABLE_NOW_CHECK_S:
             return False
         self._last_finish_check = time.monotonic()
+        siblings = self._available_now.siblings
+        if siblings.run_done():
+            return siblings.may_leave()
         owned = list(self._assignment.partitions)
         reached, pending = self._available_now.inputs_pending(owned)
         if reached:
@@ -263,14 +266,16 @@ class StreamLoop:
             # ends. (Records already fetched past the goal are processed; that is harmless.)
             self._consumer.pause(reached)
         if pending:
+            siblings.finish_together(False)
             return False
         self.commit()
-        return (
+        finished = (
             self._assignment.parked == 0
             and self._available_now.handoffs_done(owned)
             # the partitions of other (or stopped) members count too
             and self._available_now.group_done(owned)
         )
+        return siblings.finish_together(finished) and siblings.may_leave()
 
 
 @contextmanager

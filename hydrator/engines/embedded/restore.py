@@ -11,6 +11,9 @@ cannot be decoded is skipped, its key forgotten (no state is better than a wrong
 reported with its offset and reason. A large value's record (state/large.py) is checked against
 its digest; a bad one is skipped the same way, and the task that opens the store next makes its
 row forget that column (task.py). A stop request ends a restore between two fetches.
+
+With --workers, the store of a task may still be open in the worker that ran the task before a
+rebalance (it lets go at its own next assignment, or at its exit): opening waits for it.
 """
 
 from __future__ import annotations
@@ -38,6 +41,9 @@ BATCH = 10_000
 STALL_WARNING_S = 10.0
 # Undecodable changelog records reported one by one per restore; the rest only counted.
 REPORTED_BAD_RECORDS = 10
+# How long to wait for another process to let go of a store (see the module's note).
+STORE_LOCK_WAIT_S = 60.0
+_STORE_LOCK_RETRY_S = 0.1
 
 
 class RestoreStopped(Exception):
@@ -108,7 +114,7 @@ class Restorer:
         restore then rebuilds it from the changelog)."""
         store: RocksDBStore | None = None
         try:
-            store = RocksDBStore(path)
+            store = self._open_when_free(path, partition)
             store.verify()
             return store
         except StoreCorrupted as exc:
@@ -125,6 +131,30 @@ class Restorer:
                 aside,
             )
             return RocksDBStore(path)
+
+    def _open_when_free(self, path: Path, partition: int) -> RocksDBStore:
+        """The store at `path`, once no other process holds RocksDB's lock on it."""
+        began = time.monotonic()
+        store = _open_unless_held(path)
+        if store is not None:
+            return store
+        log.info("%s-%d: another worker still has the store open; waiting", self._topic, partition)
+        while store is None:
+            if self._should_stop():
+                raise RestoreStopped(f"{self._topic}-{partition}: waiting for the store")
+            if time.monotonic() - began >= STORE_LOCK_WAIT_S:
+                raise TimeoutError(
+                    f"{path} is still held by another process after {STORE_LOCK_WAIT_S:.0f} s"
+                )
+            time.sleep(_STORE_LOCK_RETRY_S)
+            store = _open_unless_held(path)
+        log.info(
+            "%s-%d: the store was let go after %.1f s",
+            self._topic,
+            partition,
+            time.monotonic() - began,
+        )
+        return store
 
     def _replay(
         self,
@@ -211,6 +241,20 @@ class Restorer:
 
     def close(self) -> None:
         self._consumer.close()
+
+
+def _open_unless_held(path: Path) -> RocksDBStore | None:
+    """The store at `path`; None when RocksDB cannot take its LOCK file because another process
+    has the store open."""
+    try:
+        return RocksDBStore(path)
+    except StoreCorrupted:
+        raise
+    except Exception as exc:  # rocksdict raises plain Exception("IO error: ...")
+        text = str(exc)
+        if "lock" in text.lower() and "Resource temporarily unavailable" in text:
+            return None
+        raise
 
 
 def _unreadable(key: bytes | None, value: bytes | None, headers: changelog.Headers) -> str | None:

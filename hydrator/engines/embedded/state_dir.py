@@ -1,17 +1,27 @@
 """The local state directory of one application instance.
 
 <state-dir>/<application-id>/
-    .lock             held while an instance runs: two instances must not share stores
+    .lock             held while an instance runs (with --workers, by its supervisor): two
+                      instances must not share stores
+    .worker-<i>.lock  held by worker i of a run with several workers
     process-id        stable identity, so a restarted instance re-uses its transactional id
-    <changelog>-<p>/  the RocksDB store of task p (a local copy of changelog partition p)
+    workers           how many transactional ids (one per worker) the last run may have used
+    <changelog>-<p>/  the RocksDB store of task p (a local copy of changelog partition p), used by
+                      whichever worker runs task p; RocksDB's own lock keeps it to one at a time
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import time
 import uuid
 from pathlib import Path
+
+# How long a worker waits for its lock: a worker of a supervisor that was just killed may still
+# be on its way out.
+WORKER_LOCK_WAIT_S = 30.0
+_LOCK_RETRY_S = 0.2
 
 
 class StateDirLocked(RuntimeError):
@@ -43,15 +53,21 @@ class StateDirectory:
     def lock(self) -> None:
         """Take the directory for this instance; checked before anything else is set up."""
         check_writable(self.path)
-        fd = os.open(self.path / ".lock", os.O_CREAT | os.O_RDWR, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
+        self._lock_fd = _flock(self.path / ".lock", 0.0)
+        if self._lock_fd is None:
             raise StateDirLocked(
                 f"{self.path} is in use by another instance; give each instance its own --state-dir"
-            ) from None
-        self._lock_fd = fd
+            )
+
+    def lock_worker(self, index: int, wait_s: float = WORKER_LOCK_WAIT_S) -> None:
+        """Take worker `index`'s place in the directory (its supervisor holds the directory)."""
+        check_writable(self.path)
+        self._lock_fd = _flock(self.path / f".worker-{index}.lock", wait_s)
+        if self._lock_fd is None:
+            raise StateDirLocked(
+                f"{self.path}: worker {index} of an earlier run still holds .worker-{index}.lock "
+                f"after {wait_s:.0f} s"
+            )
 
     def unlock(self) -> None:
         if self._lock_fd is not None:
@@ -70,5 +86,33 @@ class StateDirectory:
         tmp.replace(path)
         return pid
 
+    def recorded_workers(self) -> int:
+        """How many workers' transactional ids may have an open transaction from earlier runs."""
+        try:
+            return max(1, int((self.path / "workers").read_text()))
+        except (OSError, ValueError):
+            return 1
+
+    def record_workers(self, count: int) -> None:
+        tmp = self.path / "workers.tmp"
+        tmp.write_text(str(count))
+        tmp.replace(self.path / "workers")
+
     def store_path(self, changelog_topic: str, partition: int) -> Path:
         return self.path / f"{changelog_topic}-{partition}"
+
+
+def _flock(path: Path, wait_s: float) -> int | None:
+    """An open descriptor of `path` holding its exclusive lock; None when another process still
+    held it after `wait_s`."""
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                return None
+            time.sleep(_LOCK_RETRY_S)

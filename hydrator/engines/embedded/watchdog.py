@@ -8,10 +8,10 @@ watchdog is a thread that
   and, when one overruns its timeout by `MARGIN_S`, logs one line and ends the process with
   `EXIT_TEMPORARY` (75, EX_TEMPFAIL: "temporary failure, restart me") for the supervisor to
   restart it; a restart resumes from the last committed transaction, so nothing is lost;
-* reads the signal wake-up fd: a SIGINT/SIGTERM that arrives while the main thread is inside a
+* reads the signal wake-up fd: a stop signal that arrives while the main thread is inside a
   blocking call gets `STOP_GRACE_S` for the call to return (then the normal clean stop runs);
-  if it does not, or a second signal arrives, the process ends at once with `EXIT_STOPPED`
-  (130) without committing the open batch.
+  if it does not, or a "stop now" arrives, the process ends at once with `EXIT_STOPPED` (130)
+  without committing the open batch. Which signals mean what: `StopSignals`.
 Outside `Watchdog.running()` (unit tests, the Spark engine) `blocking()` only marks the call.
 """
 
@@ -39,6 +39,27 @@ STOP_GRACE_S = 10.0
 _TICK_S = 0.5
 
 
+@dataclass(frozen=True)
+class StopSignals:
+    """Which signals ask a process to stop after a clean commit, and which to stop now."""
+
+    clean: frozenset[int]
+    now: frozenset[int]
+    # Whether a second clean-stop signal means "now".
+    repeat_means_now: bool
+
+    def means_now(self, signum: int, already_stopping: bool) -> bool:
+        return signum in self.now or (already_stopping and self.repeat_means_now)
+
+
+# A process on its own: SIGINT and SIGTERM alike; a second one means now.
+STANDALONE = StopSignals(frozenset({signal.SIGINT, signal.SIGTERM}), frozenset(), True)
+# A worker of a supervisor (workers.py): SIGTERM is the clean stop, and may come twice (systemd
+# signals every process of the service, and the supervisor passes its own on); SIGINT, which
+# only the supervisor sends (a worker has its own process group), means now.
+WORKER = StopSignals(frozenset({signal.SIGTERM}), frozenset({signal.SIGINT}), False)
+
+
 @dataclass
 class _Call:
     what: str
@@ -59,7 +80,8 @@ class Watchdog:
         self._calls: list[_Call] = []  # the main thread's open blocking calls, innermost last
         self._lock = threading.Lock()
         self._stop_requested_at: float | None = None
-        self._signals = 0
+        self._stop_now = False
+        self._signals = STANDALONE
         self._thread: threading.Thread | None = None
         self._done = threading.Event()
         self._wakeup: tuple[socket.socket, socket.socket] | None = None
@@ -85,11 +107,12 @@ class Watchdog:
             return any(now <= call.deadline for call in self._calls)
 
     @contextlib.contextmanager
-    def running(self) -> Iterator[None]:
+    def running(self, signals: StopSignals = STANDALONE) -> Iterator[None]:
         """Enforce the deadlines (and, on the main thread, watch for stop signals) meanwhile."""
         self._done.clear()
         self._stop_requested_at = None
-        self._signals = 0
+        self._stop_now = False
+        self._signals = signals
         previous_fd: int | None = None
         if threading.current_thread() is threading.main_thread():
             reader, writer = socket.socketpair()
@@ -133,7 +156,7 @@ class Watchdog:
             return
         # A call that began after the stop request (the final commit) gets its grace too.
         blocked_since = max(self._stop_requested_at, calls[-1].started)
-        if self._signals > 1 or now - blocked_since > self.stop_grace_s:
+        if self._stop_now or now - blocked_since > self.stop_grace_s:
             log.warning(
                 "stop requested while blocked in %s: exiting %d without committing the open batch",
                 calls[-1].what,
@@ -141,10 +164,12 @@ class Watchdog:
             )
             self._exit(EXIT_STOPPED)
 
-    def signalled(self, now: float) -> None:
+    def signalled(self, now: float, signum: int = signal.SIGTERM) -> None:
         """A stop signal arrived (seen on the wake-up fd)."""
-        self._signals += 1
-        if self._stop_requested_at is None:
+        stopping = self._stop_requested_at is not None
+        if self._signals.means_now(signum, stopping):
+            self._stop_now = True
+        if not stopping:
             self._stop_requested_at = now
 
     def _watch(self) -> None:
@@ -164,10 +189,10 @@ class Watchdog:
             data = reader.recv(64)
         except (BlockingIOError, OSError):
             return
-        stops = {signal.SIGINT.value, signal.SIGTERM.value}
+        stops = self._signals.clean | self._signals.now
         for signum in data:
             if signum in stops:
-                self.signalled(time.monotonic())
+                self.signalled(time.monotonic(), signum)
 
 
 # The engine's watchdog: one per process, like the signal handlers it works with.

@@ -1,0 +1,555 @@
+"""`--workers N`: one run as N worker processes, and the supervisor that keeps them going.
+
+Python runs one thread's Python code at a time, so one process uses about one core. With
+`--workers N` (N > 1) the `hydrator run` process is a supervisor that starts N worker processes.
+Each worker is a whole embedded engine: a member of the application's consumer group with its
+own tasks, Kafka clients and transactional id. The group shares the partitions among the workers
+as it does among separate instances, so exactly-once and restore hold as they do between
+instances. `--workers 1` runs the engine in the `hydrator run` process itself.
+
+* Start-up: worker 0 first; the others once one has passed the start-up checks (a broker
+  answered, the topics are right), so a configuration error is reported once. Then they join
+  the consumer group together (each waits, up to `ASSEMBLE_S`, until all are ready): one
+  that joined alone would be given every partition, only to hand most back in a rebalance.
+* The state directory: the supervisor holds `<app>/.lock` (one run per directory), worker i
+  `<app>/.worker-i.lock`. Task stores stay one per task: whichever worker runs task p uses
+  `<app>/<changelog>-p` (a worker given a task whose store a sibling still holds after a
+  rebalance waits for it, restore.py). Worker i's transactional id is the single-process one
+  with `-i` appended (worker 0's is the single-process one), and a run with fewer workers than
+  the last aborts what the missing ones may have left open (engine.py).
+* A worker has its own process group (a terminal's Ctrl-C reaches only the supervisor, which
+  passes the stop on) and dies with its supervisor (Linux: PR_SET_PDEATHSIG; elsewhere it stops
+  cleanly once it sees its parent gone).
+* --metrics-port: each worker serves its metrics on a loopback port it puts on the board; the
+  supervisor serves --metrics-port with their sum (hydrator/metrics/merged.py).
+* The workers tell each other which partitions they hold and whether they are done
+  (`WorkerBoard`): `--available-now` need not wait for the group to settle when they hold every
+  partition between them, and the run ends once all were done at the same time.
+* The workers leave the consumer group one at a time, the last one first, each once the others
+  have been through the rebalance the previous departure started (or after
+  `DEPARTURE_SETTLE_S`). Tansu, the broker of the tests and the demo, leaves a group unusable
+  when two members leave it within a few seconds of each other: the next member to join waits
+  for ever. (Apache Kafka does not mind; the cost is a rebalance per worker at the end.)
+
+Stop: the first SIGTERM/SIGINT sends each worker SIGTERM, one at a time (it finishes and commits
+its batch, a blocked Kafka call getting its 10 s grace); a second sends them all SIGINT (stop now,
+nothing committed). The supervisor exits once every worker has, with the run's exit code
+(`Supervisor.run`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import enum
+import logging
+import multiprocessing
+import multiprocessing.connection
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from multiprocessing.context import SpawnContext, SpawnProcess
+from types import FrameType
+from typing import Any
+
+from hydrator.config import RunConfig
+from hydrator.engines.embedded.state_dir import StateDirectory
+from hydrator.kafka.reachability import backoff_s
+
+log = logging.getLogger(__name__)
+
+# A worker that ran this long was healthy: its next restart's pause starts short again.
+HEALTHY_RUN_S = 120.0
+# Deaths in a row, each within HEALTHY_RUN_S of its start, after which the run gives up.
+GIVE_UP_AFTER = 5
+# Partition numbers the workers of a run can tell each other they hold.
+CLAIMS_CAPACITY = 4096
+# Bound on waiting for the rebalance a departure started before the next worker leaves.
+DEPARTURE_SETTLE_S = 30.0
+# Bound on waiting at start-up for the other workers before joining the group.
+ASSEMBLE_S = 30.0
+_TICK_S = 0.2
+_PR_SET_PDEATHSIG = 1
+_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+_PARENT_CHECK_S = 1.0
+
+
+class Verdict(enum.Enum):
+    DONE = "done"  # finished (--available-now), or stopped when the run stops
+    RESTART = "restart"  # start it again
+    END_RUN = "end run"  # its exit code ends the run
+
+
+def judge(exitcode: int, available_now: bool) -> Verdict:
+    """What a worker's end means while the run is not stopping. `exitcode` as multiprocessing
+    reports it: negative when a signal killed the process."""
+    if exitcode < 0:
+        return Verdict.RESTART
+    if exitcode == 0:
+        # Outside --available-now a worker ends only when asked: someone stopped it alone.
+        return Verdict.DONE if available_now else Verdict.RESTART
+    return Verdict.END_RUN
+
+
+def exit_code(exitcode: int) -> int:
+    """A process's exit as a shell reports it: 128 + the signal that killed it."""
+    return 128 - exitcode if exitcode < 0 else exitcode
+
+
+def run_exit_code(cause: int | None, ends: list[int]) -> int:
+    """The run's exit code: the code of the worker end that ended the run, else the first end
+    that was not clean (in the order they came), else 0. `ends` as `exit_code` gives them."""
+    if cause is not None:
+        return cause
+    return next((code for code in ends if code != 0), 0)
+
+
+class WorkerBoard:
+    """What the workers of a run tell each other, in memory they share: the partition numbers
+    each holds, whether each has finished its part (--available-now), and who has left the
+    group (departures go one at a time: see the module's note)."""
+
+    def __init__(
+        self, context: SpawnContext, workers: int, capacity: int = CLAIMS_CAPACITY
+    ) -> None:
+        self._holders = context.Array("i", capacity)  # holder's index + 1; 0: nobody
+        # One flag per worker, and last whether all were ever seen finished at once: from then
+        # on the run is done, whatever a rebalance as the first of them leave makes of a part.
+        self._finished = context.Array("b", workers + 1)
+        self._lock = context.Lock()
+        # How many assignments each worker has had, how many each had when the last worker
+        # that had been in the group left it, and who has left.
+        self._assignments = context.Array("i", workers, lock=False)
+        self._baseline = context.Array("i", workers, lock=False)
+        self._left = context.Array("b", workers, lock=False)
+        # Who is ready to join the group; last: all were once (a restarted worker then joins
+        # at once).
+        self._ready = context.Array("b", workers + 1, lock=False)
+        # The loopback port each worker serves its metrics on (0: none).
+        self._metrics_ports = context.Array("i", workers, lock=False)
+
+    def claim(self, worker: int, partitions: set[int], assigned: bool = False) -> None:
+        """`worker` holds exactly `partitions` now; `assigned`: the group just assigned them."""
+        mark = worker + 1
+        with self._holders.get_lock():
+            holders = self._holders.get_obj()
+            for p in range(len(holders)):
+                if p in partitions:
+                    holders[p] = mark
+                elif holders[p] == mark:
+                    holders[p] = 0
+        if assigned:
+            with self._lock:
+                self._assignments[worker] += 1
+
+    def held_by_others(self, worker: int) -> set[int]:
+        mark = worker + 1
+        with self._holders.get_lock():
+            holders = list(self._holders.get_obj())
+        return {p for p, holder in enumerate(holders) if holder and holder != mark}
+
+    def finish(self, worker: int, finished: bool) -> bool:
+        """Note whether `worker` has finished its part; whether the run is done (`run_done`)."""
+        with self._finished.get_lock():
+            flags = self._finished.get_obj()
+            flags[worker] = finished
+            if all(flags[:-1]):
+                flags[-1] = True
+            return bool(flags[-1])
+
+    def run_done(self) -> bool:
+        """Every worker was seen finished at once."""
+        with self._finished.get_lock():
+            return bool(self._finished.get_obj()[-1])
+
+    def left(self, worker: int) -> None:
+        """`worker`'s process ended: it left the group, which rebalances if it was in it."""
+        self.claim(worker, set())
+        with self._lock:
+            self._metrics_ports[worker] = 0
+            self._left[worker] = True
+            if self._assignments[worker]:
+                self._baseline[:] = self._assignments[:]
+
+    def settled(self, workers: Iterable[int]) -> bool:
+        """Each of `workers` that is in the group has been assigned partitions again since the
+        last departure: the rebalance it started is over."""
+        with self._lock:
+            return all(
+                self._assignments[i] == 0 or self._assignments[i] > self._baseline[i]
+                for i in workers
+            )
+
+    def may_leave(self, worker: int) -> bool:
+        """The workers after `worker` have left, and their departures have settled."""
+        with self._lock:
+            later = all(self._left[j] for j in range(worker + 1, len(self._left)))
+        return later and self.settled([worker])
+
+    def ready(self, worker: int) -> bool:
+        """`worker` is ready to join the group; whether every worker is, or once was."""
+        with self._lock:
+            self._ready[worker] = True
+            if all(self._ready[:-1]):
+                self._ready[-1] = True
+            return bool(self._ready[-1])
+
+    def serve_metrics(self, worker: int, port: int) -> None:
+        with self._lock:
+            self._metrics_ports[worker] = port
+
+    def metrics_ports(self) -> dict[int, int]:
+        """Worker index -> the loopback port it serves its metrics on, for those serving."""
+        with self._lock:
+            return {i: port for i, port in enumerate(self._metrics_ports) if port}
+
+    def forget(self, worker: int) -> None:
+        """`worker` died and is started again: it holds nothing, has not finished (its next
+        run starts over) and is to leave again."""
+        self.left(worker)
+        self.finish(worker, False)
+        with self._lock:
+            self._left[worker] = False
+            self._assignments[worker] = 0
+
+
+@dataclass(frozen=True)
+class Worker:
+    """What a worker process knows of the run it belongs to (handed to its engine)."""
+
+    index: int
+    count: int
+    board: WorkerBoard
+    started_event: Any  # a multiprocessing Event, set by the first worker past its checks
+
+    def started(self) -> None:
+        self.started_event.set()
+
+    def claim(self, partitions: set[int], assigned: bool) -> None:
+        self.board.claim(self.index, partitions, assigned)
+
+    def holding(self) -> set[int]:
+        """The partition numbers the other workers hold."""
+        return self.board.held_by_others(self.index)
+
+    def finish_together(self, finished: bool) -> bool:
+        """Note whether this worker has finished its part; whether the run is done."""
+        return self.board.finish(self.index, finished)
+
+    def run_done(self) -> bool:
+        return self.board.run_done()
+
+    def may_leave(self) -> bool:
+        return self.board.may_leave(self.index)
+
+    def serve_metrics(self, port: int) -> None:
+        """This worker serves its metrics on loopback `port` (the supervisor merges them)."""
+        self.board.serve_metrics(self.index, port)
+
+    def wait_for_siblings(self, should_stop: Callable[[], bool]) -> None:
+        """Until every worker of the run is ready to join the group (at start-up only)."""
+        deadline = time.monotonic() + ASSEMBLE_S
+        while not self.board.ready(self.index):
+            if should_stop() or time.monotonic() >= deadline:
+                return
+            time.sleep(0.05)
+
+
+# Sets up a worker process's logging, runs its engine and returns its exit code (hydrator.cli
+# passes its own, so that a worker ends with the codes a single-process run would). It must be
+# a module-level function: the worker process imports it by name.
+RunWorker = Callable[[RunConfig, Worker], int]
+
+
+@dataclass(frozen=True)
+class _WorkerSpec:
+    config: RunConfig
+    worker: Worker
+    run: RunWorker
+    supervisor_pid: int
+
+
+def _worker_main(spec: _WorkerSpec) -> None:
+    """A worker process's entry point. It starts with the stop signals blocked (`_start`)."""
+    os.setpgrp()
+    # Asked to stop before the engine listens: nothing is under way yet, so just end.
+    signal.signal(signal.SIGTERM, _exit_before_start)
+    signal.signal(signal.SIGINT, _exit_before_start)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+    _die_with_supervisor(spec.supervisor_pid)
+    sys.exit(spec.run(spec.config, spec.worker))
+
+
+def _exit_before_start(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(0 if signum == signal.SIGTERM else 130)
+
+
+def _die_with_supervisor(supervisor_pid: int) -> None:
+    """A worker must not outlive its supervisor: a new run would find it holding stores."""
+    if sys.platform == "linux":
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != supervisor_pid:  # it died before the line above
+            os._exit(1)
+        return
+
+    def watch() -> None:
+        while os.getppid() == supervisor_pid:
+            time.sleep(_PARENT_CHECK_S)
+        log.warning("the supervisor is gone: stopping")
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="supervisor-watch", daemon=True).start()
+
+
+@dataclass
+class _Slot:
+    """One worker's place in the run, across its restarts."""
+
+    index: int
+    process: SpawnProcess | None = None
+    started_at: float = 0.0
+    start_at: float | None = None  # when to start it (again); None: not planned
+    quick_deaths: int = 0
+    done: bool = False
+
+
+@dataclass
+class Supervisor:
+    config: RunConfig
+    run_worker: RunWorker
+    context: SpawnContext = field(default_factory=lambda: multiprocessing.get_context("spawn"))
+
+    def __post_init__(self) -> None:
+        self._slots = [_Slot(i) for i in range(self.config.workers)]
+        self._board = WorkerBoard(self.context, self.config.workers)
+        self._started = self.context.Event()
+        self._gate_open = False
+        self._stop_requests = 0
+        self._stops_seen = 0
+        self._asked_to_stop: set[int] = set()  # the workers sent SIGTERM
+        self._last_departure = 0.0
+        self._cause: int | None = None
+        self._ends: list[int] = []
+
+    def run(self) -> int:
+        """Start the workers, keep them running, and return the run's exit code:
+        * a worker killed by a signal, or one that exits 0 outside --available-now while the
+          run is not stopping, is started again after a pause (1 s growing to 15 s); after
+          GIVE_UP_AFTER such deaths in a row, each within HEALTHY_RUN_S, the run stops with
+          128 + the signal (or 1);
+        * any other exit code of a worker (1, 2, 75, 130...) stops the others as SIGTERM
+          would (one at a time, as SIGTERM does), and the run exits with it;
+        * stopped by SIGTERM/SIGINT: 0 when every worker stopped cleanly, else the first code
+          a worker ended with that was not 0;
+        * --available-now: 0 once every worker has finished."""
+        state_dir = StateDirectory(self.config.state_dir, self.config.application_id)
+        state_dir.lock()
+        try:
+            state_dir.process_id()  # made here, before the workers would race to make it
+            state_dir.record_workers(max(self.config.workers, state_dir.recorded_workers()))
+            with self._serving_metrics(), _signals_counted(self._stop_requested):
+                self._supervise()
+        finally:
+            state_dir.unlock()
+        return run_exit_code(self._cause, self._ends)
+
+    @contextlib.contextmanager
+    def _serving_metrics(self) -> Iterator[None]:
+        """--metrics-port: the workers' endpoints merged into one (hydrator/metrics/merged.py)."""
+        if self.config.metrics_port is None:
+            yield
+            return
+        from prometheus_client import CollectorRegistry
+
+        from hydrator.metrics.exporter import MetricsServer
+        from hydrator.metrics.merged import MergedCollector, MergedHealth
+
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(MergedCollector(self._board.metrics_ports))
+        health = MergedHealth(self._board.metrics_ports, len(self._slots))
+        server = MetricsServer(self.config.metrics_port, registry, health)
+        server.start()
+        try:
+            yield
+        finally:
+            server.close()
+
+    def _stop_requested(self) -> None:
+        self._stop_requests += 1
+
+    @property
+    def _stopping(self) -> bool:
+        return self._stops_seen > 0 or self._cause is not None
+
+    def _supervise(self) -> None:
+        self._slots[0].start_at = time.monotonic()
+        while True:
+            self._pass_stops_on()
+            self._stop_next()
+            self._open_gate()
+            self._start_due()
+            live = [slot for slot in self._slots if slot.process is not None]
+            if not live and (self._stopping or all(slot.done for slot in self._slots)):
+                return
+            sentinels = [slot.process.sentinel for slot in live if slot.process is not None]
+            multiprocessing.connection.wait(sentinels, timeout=_TICK_S)
+            for slot in live:
+                if slot.process is not None and not slot.process.is_alive():
+                    self._ended(slot)
+
+    def _pass_stops_on(self) -> None:
+        while self._stops_seen < self._stop_requests:
+            self._stops_seen += 1
+            if self._stops_seen == 1:
+                log.info("stop requested: the workers commit and stop, one at a time")
+            else:
+                log.warning("stop requested again: the workers stop now, without committing")
+                self._signal_all(signal.SIGINT)
+
+    def _stop_next(self) -> None:
+        """While stopping: SIGTERM to the last worker still running, once the one before it
+        has left and the others have been through the rebalance that started (see the
+        module's note on Tansu)."""
+        if not self._stopping or self._stops_seen > 1:
+            return
+        live = [slot for slot in self._slots if slot.process is not None]
+        if not live or any(slot.index in self._asked_to_stop for slot in live):
+            return
+        waited = time.monotonic() - self._last_departure
+        if waited < DEPARTURE_SETTLE_S and not self._board.settled(s.index for s in live):
+            return
+        last = live[-1]
+        self._asked_to_stop.add(last.index)
+        assert last.process is not None and last.process.pid is not None
+        with contextlib.suppress(ProcessLookupError):  # it just ended: the loop sees it next
+            os.kill(last.process.pid, signal.SIGTERM)
+
+    def _open_gate(self) -> None:
+        if self._gate_open or not self._started.is_set():
+            return
+        self._gate_open = True
+        for slot in self._slots[1:]:
+            if slot.process is None and slot.start_at is None and not slot.done:
+                slot.start_at = time.monotonic()
+
+    def _start_due(self) -> None:
+        if self._stopping:
+            return
+        now = time.monotonic()
+        for slot in self._slots:
+            if slot.process is None and slot.start_at is not None and now >= slot.start_at:
+                self._start(slot)
+
+    def _start(self, slot: _Slot) -> None:
+        worker = Worker(slot.index, len(self._slots), self._board, self._started)
+        spec = _WorkerSpec(self.config, worker, self.run_worker, os.getpid())
+        process = self.context.Process(
+            target=_worker_main, args=(spec,), name=f"hydrator-worker-{slot.index}"
+        )
+        # The new process inherits the blocked signals: a stop that comes while it is still
+        # starting waits for its handlers instead of killing it.
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+        try:
+            process.start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        slot.process, slot.started_at, slot.start_at = process, time.monotonic(), None
+        log.info("worker %d started (pid %s)", slot.index, process.pid)
+
+    def _ended(self, slot: _Slot) -> None:
+        assert slot.process is not None
+        exitcode = slot.process.exitcode if slot.process.exitcode is not None else 1
+        pid = slot.process.pid
+        slot.process.close()
+        slot.process = None
+        code = exit_code(exitcode)
+        how = _describe(exitcode)
+        self._board.left(slot.index)
+        self._last_departure = time.monotonic()
+        if self._stopping:
+            self._ends.append(code)
+            slot.done = True
+            log.info("worker %d (pid %s) %s", slot.index, pid, how)
+            return
+        verdict = judge(exitcode, self.config.available_now)
+        if verdict is not Verdict.DONE:
+            self._board.forget(slot.index)
+        if verdict is Verdict.DONE:
+            self._ends.append(code)
+            slot.done = True
+            log.info("worker %d (pid %s) finished", slot.index, pid)
+        elif verdict is Verdict.END_RUN:
+            # The worker said why (a configuration error, no broker...). With nothing else to
+            # stop, its line stays the run's last.
+            self._end_run(code, f"worker {slot.index} (pid {pid}) {how}", quiet=True)
+        else:
+            self._restart_later(slot, pid, how, code)
+
+    def _restart_later(self, slot: _Slot, pid: int | None, how: str, code: int) -> None:
+        now = time.monotonic()
+        if now - slot.started_at >= HEALTHY_RUN_S:
+            slot.quick_deaths = 0
+        slot.quick_deaths += 1
+        if slot.quick_deaths > GIVE_UP_AFTER:
+            self._end_run(
+                code or 1,
+                f"worker {slot.index} (pid {pid}) {how}, its {slot.quick_deaths}th end in a row "
+                f"within {HEALTHY_RUN_S:.0f} s of its start: giving up",
+            )
+            return
+        delay = backoff_s(slot.quick_deaths - 1)
+        slot.start_at = now + delay
+        log.warning(
+            "worker %d (pid %s) %s: starting it again in %.0f s (restart %d in a row)",
+            slot.index,
+            pid,
+            how,
+            delay,
+            slot.quick_deaths,
+        )
+
+    def _end_run(self, code: int, why: str, quiet: bool = False) -> None:
+        """Stop the run (the workers one at a time, `_stop_next`); it exits with `code`."""
+        self._cause = code
+        if any(slot.process is not None for slot in self._slots):
+            log.warning("%s: stopping the other workers; the run exits %d", why, code)
+        elif not quiet:
+            log.error("%s: the run exits %d", why, code)
+
+    def _signal_all(self, signum: int) -> None:
+        for slot in self._slots:
+            if slot.process is not None and slot.process.pid is not None:
+                with contextlib.suppress(ProcessLookupError):  # the loop sees it next
+                    os.kill(slot.process.pid, signum)
+
+
+def _describe(exitcode: int) -> str:
+    if exitcode < 0:
+        try:
+            return f"was killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"was killed by signal {-exitcode}"
+    return f"exited {exitcode}"
+
+
+class _signals_counted:
+    """SIGINT and SIGTERM count as stop requests while the supervisor runs."""
+
+    def __init__(self, on_signal: Callable[[], None]) -> None:
+        self._on_signal = on_signal
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._previous[sig] = signal.signal(sig, self._handle)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self._on_signal()
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
