@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -807,13 +808,26 @@ def _run_engine(config: RunConfig, worker: Worker | None = None) -> int:
         run = _serving_worker_metrics(worker, engine.metrics.run, engine.metrics, engine.run)
     else:
         run = _serving_metrics(config.metrics_port, engine.metrics.run, engine.metrics, engine.run)
-    return _guarded(
+    code = _guarded(
         run,
         run_secrets(config),
         CONFIG_ERRORS,
         (BrokerUnavailable,),
         EXIT_TEMPORARY,
     )
+    if engine.in_group:
+        _exit_in_group(code)
+    return code
+
+
+def _exit_in_group(code: int) -> NoReturn:
+    """End the process now, the engine's consumer still open: the group drops the member when
+    its session expires (hydrator/engines/embedded/engine.py says why). A normal exit would
+    close the consumer, which sends a LeaveGroup."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _serving_metrics(

@@ -214,6 +214,7 @@ def _hydrate(bootstrap: str, topic: str, state_dir: Path) -> Counter[str]:
         )
     )
     engine.run()
+    engine.leave_group()
     counts = Counter(engine.counts)
     del engine
     # The engine's Kafka clients must be gone before the broker stops, or they complain.

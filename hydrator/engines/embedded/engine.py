@@ -8,6 +8,16 @@ from the committed offsets (the failed batch was aborted and its state dropped, 
 lost), after a growing pause and one log line. A blocking call that overruns its timeout ends
 the process with exit code 75 for the supervisor to restart it (watchdog.py).
 
+A run leaves its consumer group by ending, not by asking: when run() returns, the consumer is
+still open, and the process ends with it (`in_group`); the group drops the member once its session
+times out (`session.timeout.ms`, 6 s by default) and hands its partitions on. Kafka Streams ends
+the same way by default. The reason is Tansu (0.6, the broker of the tests and the demo): a
+LeaveGroup from the member leading a group that is still forming (say, just after another member
+left or joined) leaves the group waiting for that leader for ever, for this run and every later
+one (reproduced with plain consumers); a member whose session expires is dropped cleanly. Apache
+Kafka copes with both; there the cost is that a stopped member's partitions move a session timeout
+later. Only an in-process restart after a failure closes the consumer (and so leaves).
+
 The engine is also what each worker process of a run with --workers N runs (workers.py): it is
 then told which worker it is, and that decides its lock, its transactional id and its share of
 the state cache.
@@ -114,10 +124,29 @@ class EmbeddedEngine:
         )
         self.worker = worker
         self._stop = threading.Event()
+        # The consumer of the last run, left open once it ended (see the module's note).
+        self._member: Consumer | None = None
 
     def request_stop(self) -> None:
         """Finish and commit the current batch, then return from run()."""
         self._stop.set()
+
+    @property
+    def in_group(self) -> bool:
+        """After run(): the consumer is still a member of the group. The process should end
+        now, with `os._exit` so that nothing closes it (interpreter exit would); or call
+        `leave_group`."""
+        return self._member is not None
+
+    def leave_group(self) -> None:
+        """Close the consumer left open by run(): it leaves the group (a LeaveGroup request)."""
+        self._leave_group()
+
+    def _leave_group(self) -> None:
+        member, self._member = self._member, None
+        if member is not None:
+            with blocking("closing the consumer", CLOSE_TIMEOUT_S):
+                member.close()
 
     def run(self) -> None:
         config = self.config
@@ -215,6 +244,7 @@ class EmbeddedEngine:
                 if self._stop.is_set():
                     log.warning("stopped; the last batch was not committed: %s", _first_line(exc))
                     return
+                self._leave_group()
                 if time.monotonic() - began > HEALTHY_RUN_S:
                     restarts = 0
                 delay = backoff_s(restarts)
@@ -281,6 +311,7 @@ class EmbeddedEngine:
                 if config.available_now
                 else None
             )
+
             progress = Progress(
                 self.counts,
                 lambda: _topic_lag(consumer, assignment, topology),
@@ -302,10 +333,10 @@ class EmbeddedEngine:
             loop.run(self._should_stop)
             self.metrics.enter(Phase.STOPPING)
         finally:
-            # Closing the consumer revokes its partitions: the loop commits (unless it failed)
-            # and closes the stores.
-            with blocking("closing the consumer", CLOSE_TIMEOUT_S):
-                consumer.close()
+            # The loop has committed (or, failing, aborted) its last batch. The consumer stays
+            # open: the group member ends with the process (see the module's note); an
+            # in-process restart closes it (`_leave_group`).
+            self._member = consumer
             assignment.close_all()
             with blocking("closing the producer", CLOSE_TIMEOUT_S):
                 producer.flush(CLOSE_TIMEOUT_S)
