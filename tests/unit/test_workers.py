@@ -19,6 +19,7 @@ import pytest
 
 from hydrator.config import RunConfig
 from hydrator.engines.embedded import workers
+from hydrator.engines.embedded.progress import Report
 from hydrator.engines.embedded.state_dir import StateDirectory, StateDirLocked
 from hydrator.engines.embedded.watchdog import WORKER, Watchdog
 from hydrator.engines.embedded.workers import (
@@ -83,35 +84,8 @@ def test_the_run_is_done_once_every_worker_was_done_at_the_same_time() -> None:
     assert board.finish(1, False) is False
     assert board.finish(1, True) is True
     assert board.run_done()
-    # the first to leave makes the group take its partitions to the other: no new work
+    # the group may yet hand one's partitions to the other: no new work
     assert board.finish(0, False) is True
-
-
-def test_workers_leave_one_at_a_time_the_last_first_each_after_the_rebalance() -> None:
-    board = WorkerBoard(multiprocessing.get_context("spawn"), 3)
-    for worker in range(3):
-        board.claim(worker, {worker}, assigned=True)
-    assert board.may_leave(2)
-    assert not board.may_leave(1)  # worker 2 is still in the group
-    board.left(2)
-    assert not board.settled([0, 1])  # the group rebalances: wait for their new assignments
-    assert not board.may_leave(1)
-    board.claim(1, {1, 2}, assigned=True)
-    assert board.may_leave(1)
-    assert not board.settled([0, 1])
-    board.claim(0, {0}, assigned=True)
-    assert board.settled([0, 1])
-    board.left(1)
-    assert not board.may_leave(0)
-    board.claim(0, {0, 1, 2}, assigned=True)
-    assert board.may_leave(0)
-
-
-def test_a_worker_that_never_joined_leaves_without_a_rebalance() -> None:
-    board = WorkerBoard(multiprocessing.get_context("spawn"), 2)
-    board.claim(0, {0, 1}, assigned=True)
-    board.left(1)  # never assigned anything: the group did not change
-    assert board.may_leave(0)
 
 
 def test_workers_join_together_at_start_and_alone_once_restarted() -> None:
@@ -238,6 +212,18 @@ def _always_killed(config: RunConfig, worker: Worker) -> int:
     return 0
 
 
+def _reports_and_is_killed_once(config: RunConfig, worker: Worker) -> int:
+    """Reports 10 records per worker process (and lag 1 while it runs); worker 1's first
+    process is killed after its report."""
+    worker.started()
+    worker.report(Report({"records": 10, "commits": 1}, {"t": 1}, 1))
+    if worker.index == 1 and _incarnation(config, worker) == 1:
+        time.sleep(0.5)  # the supervisor reads the report before it sees the end
+        os.kill(os.getpid(), signal.SIGKILL)
+    worker.report(Report({"records": 10, "commits": 2}, {"t": 0}, 0))
+    return 0
+
+
 def _starts(tmp_path: Path, index: int) -> int:
     path = tmp_path / f"starts-{index}"
     return int(path.read_text()) if path.exists() else 0
@@ -258,6 +244,18 @@ def test_a_killed_worker_is_started_again_and_available_now_ends_0(
     code = Supervisor(_config(tmp_path, available_now=True), _worker_1_killed_once).run()
     assert code == 0
     assert _starts(tmp_path, 1) == 2
+
+
+def test_the_supervisor_logs_the_runs_progress_the_sum_of_its_workers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(workers, "backoff_s", lambda attempt: 0.1)
+    caplog.set_level(logging.INFO, "hydrator.progress")
+    config = _config(tmp_path, available_now=True)
+    assert Supervisor(config, _reports_and_is_killed_once).run() == 0
+    lines = [r.getMessage() for r in caplog.records if r.name == "hydrator.progress"]
+    # worker 0: 10; worker 1: 10 from the process killed, 10 from the next
+    assert lines[-1].endswith("lag t=0, parked 0, dead letters 0, records 30, commits 5")
 
 
 def test_a_worker_that_keeps_dying_ends_the_run(

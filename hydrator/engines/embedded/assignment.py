@@ -47,13 +47,12 @@ class Assignment:
         probe: OffsetProbe | None = None,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
         large_value_threshold: int | None = DEFAULT_THRESHOLD,
-        on_change: Callable[[set[int], bool], None] = lambda owned, assigned: None,
+        on_change: Callable[[set[int]], None] = lambda owned: None,
     ) -> None:
         """`probe` gives the partition ends a new task must catch up with before its timers
         fire (without one, timers never wait); `cache_bytes` is the decoded-state cache budget
         of the whole process; `large_value_threshold` what a task keeps out of line;
-        `on_change` hears the task numbers owned after each change, and whether the group
-        assigned them just now."""
+        `on_change` hears the task numbers owned after each change."""
         self.tasks: dict[int, Task] = {}
         self._suspended: dict[int, Task] = {}
         self.partitions: list[TopicPartition] = []
@@ -73,7 +72,7 @@ class Assignment:
         """Take over `partitions`; `committed` holds the group's committed offsets of them."""
         by_number = self._check_co_partitioned(partitions)
         # Held from now on, while their stores open (and restore).
-        self._on_change(set(self.tasks) | set(by_number), False)
+        self._on_change(set(self.tasks) | set(by_number))
         offsets = committed_by_partition(committed)
         for p in sorted(set(self._suspended) - set(by_number)):
             self._suspended.pop(p).close()
@@ -91,20 +90,20 @@ class Assignment:
         self._share_cache()
         self.partitions += [TopicPartition(tp.topic, tp.partition) for tp in partitions]
         self.assigned_once = True
-        self._on_change(set(self.tasks), True)
+        self._on_change(set(self.tasks))
         log.info("assigned partitions %s", sorted(by_number))
 
     def suspend(self, partitions: list[TopicPartition]) -> None:
         """After the commit of a revoke: keep the tasks for a possible return."""
         for p in self._release(partitions):
             self._suspended[p] = self.tasks.pop(p)
-        self._on_change(set(self.tasks), False)
+        self._on_change(set(self.tasks))
 
     def close(self, partitions: list[TopicPartition]) -> None:
         """Close the tasks of `partitions`; their uncommitted state (if any) is dropped."""
         for p in self._release(partitions):
             self.tasks.pop(p).close()
-        self._on_change(set(self.tasks), False)
+        self._on_change(set(self.tasks))
         self._share_cache()
 
     def close_all(self) -> None:

@@ -47,12 +47,8 @@ class Siblings(Protocol):
         ...
 
     def run_done(self) -> bool:
-        """Every worker was seen finished at once: the run is done, whatever the rebalance as
-        the first of them leave makes of the others' parts."""
-        ...
-
-    def may_leave(self) -> bool:
-        """Once the run is done: this worker's turn to leave the group has come."""
+        """Every worker was seen finished at once: the run is done, whatever became of the
+        others' parts since."""
         ...
 
 
@@ -67,9 +63,6 @@ class NoSiblings:
 
     def run_done(self) -> bool:
         return False
-
-    def may_leave(self) -> bool:
-        return True
 
 
 class AvailableNow:

@@ -43,7 +43,7 @@ from hydrator.engines.embedded.available_now import AvailableNow
 from hydrator.engines.embedded.counts import RunCounts
 from hydrator.engines.embedded.loop import StreamLoop
 from hydrator.engines.embedded.metrics import EmbeddedMetrics, Phase, partition_lag
-from hydrator.engines.embedded.progress import Progress
+from hydrator.engines.embedded.progress import Progress, ProgressSink, Reporter
 from hydrator.engines.embedded.restore import Restorer, RestoreStopped
 from hydrator.engines.embedded.sized_sink import SizeCheckedSink
 from hydrator.engines.embedded.state_dir import StateDirectory, StateDirLocked, StateDirUnusable
@@ -98,6 +98,8 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
 CLOSE_TIMEOUT_S = 30.0
 # A run that lasted this long was healthy: the next restart's pause starts short again.
 HEALTHY_RUN_S = 120.0
+# How often a worker reports its progress to the supervisor.
+REPORT_INTERVAL_S = 1.0
 # Bound on aborting the transaction a worker of an earlier run left open.
 FENCE_TIMEOUT_S = 60.0
 
@@ -299,7 +301,7 @@ class EmbeddedEngine:
             # The budget is the run's: each worker takes its share.
             config.state_cache_bytes // self._workers,
             config.large_value_threshold,
-            self.worker.claim if self.worker is not None else lambda owned, assigned: None,
+            self.worker.claim if self.worker is not None else lambda owned: None,
         )
         try:
             writer.init()
@@ -312,11 +314,17 @@ class EmbeddedEngine:
                 else None
             )
 
-            progress = Progress(
-                self.counts,
-                lambda: _topic_lag(consumer, assignment, topology),
-                lambda: assignment.parked,
-                config.progress_interval_s,
+            def lag() -> dict[str, int]:
+                return _topic_lag(consumer, assignment, topology)
+
+            def parked() -> int:
+                return assignment.parked
+
+            progress: ProgressSink = (
+                Progress(self.counts, lag, parked, config.progress_interval_s)
+                if self.worker is None
+                # The supervisor logs the run's line (progress.py).
+                else Reporter(self.counts, lag, parked, self.worker.report, REPORT_INTERVAL_S)
             )
             loop = StreamLoop(
                 consumer,

@@ -22,7 +22,7 @@ from hydrator.engines.embedded.assignment import Assignment
 from hydrator.engines.embedded.available_now import AvailableNow
 from hydrator.engines.embedded.counts import RunCounts
 from hydrator.engines.embedded.metrics import EmbeddedMetrics, Phase
-from hydrator.engines.embedded.progress import Progress
+from hydrator.engines.embedded.progress import ProgressSink
 from hydrator.engines.embedded.topics import check_topic_error
 from hydrator.engines.embedded.topology import Topology
 from hydrator.engines.embedded.transaction import TransactionalWriter
@@ -61,7 +61,7 @@ class StreamLoop:
         counts: RunCounts,
         commit_interval_ms: int,
         available_now: AvailableNow | None,
-        progress: Progress,
+        progress: ProgressSink,
         metrics: EmbeddedMetrics,
     ) -> None:
         self._consumer = consumer
@@ -258,7 +258,7 @@ class StreamLoop:
         self._last_finish_check = time.monotonic()
         siblings = self._available_now.siblings
         if siblings.run_done():
-            return siblings.may_leave()
+            return True
         owned = list(self._assignment.partitions)
         reached, pending = self._available_now.inputs_pending(owned)
         if reached:
@@ -275,7 +275,7 @@ class StreamLoop:
             # the partitions of other (or stopped) members count too
             and self._available_now.group_done(owned)
         )
-        return siblings.finish_together(finished) and siblings.may_leave()
+        return siblings.finish_together(finished)
 
 
 @contextmanager

@@ -25,15 +25,15 @@ instances. `--workers 1` runs the engine in the `hydrator run` process itself.
 * The workers tell each other which partitions they hold and whether they are done
   (`WorkerBoard`): `--available-now` need not wait for the group to settle when they hold every
   partition between them, and the run ends once all were done at the same time.
-* The workers leave the consumer group one at a time, the last one first, each once the others
-  have been through the rebalance the previous departure started (or after
-  `DEPARTURE_SETTLE_S`). Tansu, the broker of the tests and the demo, leaves a group unusable
-  when two members leave it within a few seconds of each other: the next member to join waits
-  for ever. (Apache Kafka does not mind; the cost is a rebalance per worker at the end.)
+* A worker leaves the consumer group as any run does, by ending (engine.py): the group drops it
+  when its session expires. So the workers may all end at once.
+* The progress line is the run's: each worker sends its committed counts, lag and parked keys
+  to the supervisor (`ProgressPipe`), which logs their sum every --progress-interval and once
+  more when the run ends; the counts of a worker that was started again carry on from its last.
 
-Stop: the first SIGTERM/SIGINT sends each worker SIGTERM, one at a time (it finishes and commits
-its batch, a blocked Kafka call getting its 10 s grace); a second sends them all SIGINT (stop now,
-nothing committed). The supervisor exits once every worker has, with the run's exit code
+Stop: the first SIGTERM/SIGINT sends every worker SIGTERM (it finishes and commits its batch, a
+blocked Kafka call getting its 10 s grace); a second sends them all SIGINT (stop now, nothing
+committed). The supervisor exits once every worker has, with the run's exit code
 (`Supervisor.run`).
 """
 
@@ -50,13 +50,14 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from multiprocessing.context import SpawnContext, SpawnProcess
 from types import FrameType
 from typing import Any
 
 from hydrator.config import RunConfig
+from hydrator.engines.embedded.progress import Report, RunProgress
 from hydrator.engines.embedded.state_dir import StateDirectory
 from hydrator.kafka.reachability import backoff_s
 
@@ -68,8 +69,6 @@ HEALTHY_RUN_S = 120.0
 GIVE_UP_AFTER = 5
 # Partition numbers the workers of a run can tell each other they hold.
 CLAIMS_CAPACITY = 4096
-# Bound on waiting for the rebalance a departure started before the next worker leaves.
-DEPARTURE_SETTLE_S = 30.0
 # Bound on waiting at start-up for the other workers before joining the group.
 ASSEMBLE_S = 30.0
 _TICK_S = 0.2
@@ -110,8 +109,7 @@ def run_exit_code(cause: int | None, ends: list[int]) -> int:
 
 class WorkerBoard:
     """What the workers of a run tell each other, in memory they share: the partition numbers
-    each holds, whether each has finished its part (--available-now), and who has left the
-    group (departures go one at a time: see the module's note)."""
+    each holds, and whether each has finished its part (--available-now)."""
 
     def __init__(
         self, context: SpawnContext, workers: int, capacity: int = CLAIMS_CAPACITY
@@ -121,19 +119,14 @@ class WorkerBoard:
         # on the run is done, whatever a rebalance as the first of them leave makes of a part.
         self._finished = context.Array("b", workers + 1)
         self._lock = context.Lock()
-        # How many assignments each worker has had, how many each had when the last worker
-        # that had been in the group left it, and who has left.
-        self._assignments = context.Array("i", workers, lock=False)
-        self._baseline = context.Array("i", workers, lock=False)
-        self._left = context.Array("b", workers, lock=False)
         # Who is ready to join the group; last: all were once (a restarted worker then joins
         # at once).
         self._ready = context.Array("b", workers + 1, lock=False)
         # The loopback port each worker serves its metrics on (0: none).
         self._metrics_ports = context.Array("i", workers, lock=False)
 
-    def claim(self, worker: int, partitions: set[int], assigned: bool = False) -> None:
-        """`worker` holds exactly `partitions` now; `assigned`: the group just assigned them."""
+    def claim(self, worker: int, partitions: set[int]) -> None:
+        """`worker` holds exactly `partitions` now."""
         mark = worker + 1
         with self._holders.get_lock():
             holders = self._holders.get_obj()
@@ -142,9 +135,6 @@ class WorkerBoard:
                     holders[p] = mark
                 elif holders[p] == mark:
                     holders[p] = 0
-        if assigned:
-            with self._lock:
-                self._assignments[worker] += 1
 
     def held_by_others(self, worker: int) -> set[int]:
         mark = worker + 1
@@ -166,29 +156,11 @@ class WorkerBoard:
         with self._finished.get_lock():
             return bool(self._finished.get_obj()[-1])
 
-    def left(self, worker: int) -> None:
-        """`worker`'s process ended: it left the group, which rebalances if it was in it."""
+    def ended(self, worker: int) -> None:
+        """`worker`'s process ended: it holds nothing and serves nothing."""
         self.claim(worker, set())
         with self._lock:
             self._metrics_ports[worker] = 0
-            self._left[worker] = True
-            if self._assignments[worker]:
-                self._baseline[:] = self._assignments[:]
-
-    def settled(self, workers: Iterable[int]) -> bool:
-        """Each of `workers` that is in the group has been assigned partitions again since the
-        last departure: the rebalance it started is over."""
-        with self._lock:
-            return all(
-                self._assignments[i] == 0 or self._assignments[i] > self._baseline[i]
-                for i in workers
-            )
-
-    def may_leave(self, worker: int) -> bool:
-        """The workers after `worker` have left, and their departures have settled."""
-        with self._lock:
-            later = all(self._left[j] for j in range(worker + 1, len(self._left)))
-        return later and self.settled([worker])
 
     def ready(self, worker: int) -> bool:
         """`worker` is ready to join the group; whether every worker is, or once was."""
@@ -208,13 +180,10 @@ class WorkerBoard:
             return {i: port for i, port in enumerate(self._metrics_ports) if port}
 
     def forget(self, worker: int) -> None:
-        """`worker` died and is started again: it holds nothing, has not finished (its next
-        run starts over) and is to leave again."""
-        self.left(worker)
+        """`worker` died and is started again: it holds nothing and has not finished (its next
+        run starts over)."""
+        self.ended(worker)
         self.finish(worker, False)
-        with self._lock:
-            self._left[worker] = False
-            self._assignments[worker] = 0
 
 
 @dataclass(frozen=True)
@@ -225,12 +194,13 @@ class Worker:
     count: int
     board: WorkerBoard
     started_event: Any  # a multiprocessing Event, set by the first worker past its checks
+    progress: multiprocessing.connection.Connection  # where it sends its progress reports
 
     def started(self) -> None:
         self.started_event.set()
 
-    def claim(self, partitions: set[int], assigned: bool) -> None:
-        self.board.claim(self.index, partitions, assigned)
+    def claim(self, partitions: set[int]) -> None:
+        self.board.claim(self.index, partitions)
 
     def holding(self) -> set[int]:
         """The partition numbers the other workers hold."""
@@ -243,12 +213,15 @@ class Worker:
     def run_done(self) -> bool:
         return self.board.run_done()
 
-    def may_leave(self) -> bool:
-        return self.board.may_leave(self.index)
-
     def serve_metrics(self, port: int) -> None:
         """This worker serves its metrics on loopback `port` (the supervisor merges them)."""
         self.board.serve_metrics(self.index, port)
+
+    def report(self, report: Report) -> None:
+        """This worker's progress, for the run's progress line (the supervisor logs it)."""
+        # The supervisor gone: the worker dies with it anyway.
+        with contextlib.suppress(OSError):
+            self.progress.send(report)
 
     def wait_for_siblings(self, should_stop: Callable[[], bool]) -> None:
         """Until every worker of the run is ready to join the group (at start-up only)."""
@@ -315,6 +288,7 @@ class _Slot:
     start_at: float | None = None  # when to start it (again); None: not planned
     quick_deaths: int = 0
     done: bool = False
+    reports: multiprocessing.connection.Connection | None = None  # its progress reports
 
 
 @dataclass
@@ -330,8 +304,7 @@ class Supervisor:
         self._gate_open = False
         self._stop_requests = 0
         self._stops_seen = 0
-        self._asked_to_stop: set[int] = set()  # the workers sent SIGTERM
-        self._last_departure = 0.0
+        self._progress = RunProgress(self.config.progress_interval_s)
         self._cause: int | None = None
         self._ends: list[int] = []
 
@@ -342,7 +315,7 @@ class Supervisor:
           GIVE_UP_AFTER such deaths in a row, each within HEALTHY_RUN_S, the run stops with
           128 + the signal (or 1);
         * any other exit code of a worker (1, 2, 75, 130...) stops the others as SIGTERM
-          would (one at a time, as SIGTERM does), and the run exits with it;
+          would, and the run exits with it;
         * stopped by SIGTERM/SIGINT: 0 when every worker stopped cleanly, else the first code
           a worker ended with that was not 0;
         * --available-now: 0 once every worker has finished."""
@@ -389,44 +362,41 @@ class Supervisor:
         self._slots[0].start_at = time.monotonic()
         while True:
             self._pass_stops_on()
-            self._stop_next()
             self._open_gate()
             self._start_due()
             live = [slot for slot in self._slots if slot.process is not None]
             if not live and (self._stopping or all(slot.done for slot in self._slots)):
+                self._progress.log_last()
                 return
-            sentinels = [slot.process.sentinel for slot in live if slot.process is not None]
-            multiprocessing.connection.wait(sentinels, timeout=_TICK_S)
+            waits: list[Any] = [slot.process.sentinel for slot in live if slot.process]
+            waits += [slot.reports for slot in live if slot.reports is not None]
+            multiprocessing.connection.wait(waits, timeout=_TICK_S)
             for slot in live:
+                self._read_reports(slot)
                 if slot.process is not None and not slot.process.is_alive():
+                    self._read_reports(slot)  # what it sent before it ended
                     self._ended(slot)
+            self._progress.maybe_log()
+
+    def _read_reports(self, slot: _Slot) -> None:
+        if slot.reports is None:
+            return
+        try:
+            while slot.reports.poll():
+                self._progress.report(slot.index, slot.reports.recv())
+        except (EOFError, OSError):  # it ended (or died mid-message): it sends no more
+            slot.reports.close()
+            slot.reports = None
 
     def _pass_stops_on(self) -> None:
         while self._stops_seen < self._stop_requests:
             self._stops_seen += 1
             if self._stops_seen == 1:
-                log.info("stop requested: the workers commit and stop, one at a time")
+                log.info("stop requested: the workers commit and stop")
+                self._signal_all(signal.SIGTERM)
             else:
                 log.warning("stop requested again: the workers stop now, without committing")
                 self._signal_all(signal.SIGINT)
-
-    def _stop_next(self) -> None:
-        """While stopping: SIGTERM to the last worker still running, once the one before it
-        has left and the others have been through the rebalance that started (see the
-        module's note on Tansu)."""
-        if not self._stopping or self._stops_seen > 1:
-            return
-        live = [slot for slot in self._slots if slot.process is not None]
-        if not live or any(slot.index in self._asked_to_stop for slot in live):
-            return
-        waited = time.monotonic() - self._last_departure
-        if waited < DEPARTURE_SETTLE_S and not self._board.settled(s.index for s in live):
-            return
-        last = live[-1]
-        self._asked_to_stop.add(last.index)
-        assert last.process is not None and last.process.pid is not None
-        with contextlib.suppress(ProcessLookupError):  # it just ended: the loop sees it next
-            os.kill(last.process.pid, signal.SIGTERM)
 
     def _open_gate(self) -> None:
         if self._gate_open or not self._started.is_set():
@@ -445,7 +415,8 @@ class Supervisor:
                 self._start(slot)
 
     def _start(self, slot: _Slot) -> None:
-        worker = Worker(slot.index, len(self._slots), self._board, self._started)
+        reports, sender = self.context.Pipe(duplex=False)
+        worker = Worker(slot.index, len(self._slots), self._board, self._started, sender)
         spec = _WorkerSpec(self.config, worker, self.run_worker, os.getpid())
         process = self.context.Process(
             target=_worker_main, args=(spec,), name=f"hydrator-worker-{slot.index}"
@@ -457,7 +428,9 @@ class Supervisor:
             process.start()
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+            sender.close()  # the worker has its own copy: the last one gone ends the pipe
         slot.process, slot.started_at, slot.start_at = process, time.monotonic(), None
+        slot.reports = reports
         log.info("worker %d started (pid %s)", slot.index, process.pid)
 
     def _ended(self, slot: _Slot) -> None:
@@ -468,8 +441,11 @@ class Supervisor:
         slot.process = None
         code = exit_code(exitcode)
         how = _describe(exitcode)
-        self._board.left(slot.index)
-        self._last_departure = time.monotonic()
+        self._board.ended(slot.index)
+        self._progress.ended(slot.index)
+        if slot.reports is not None:
+            slot.reports.close()
+            slot.reports = None
         if self._stopping:
             self._ends.append(code)
             slot.done = True
@@ -513,8 +489,9 @@ class Supervisor:
         )
 
     def _end_run(self, code: int, why: str, quiet: bool = False) -> None:
-        """Stop the run (the workers one at a time, `_stop_next`); it exits with `code`."""
+        """Stop the run (every worker commits and stops); it exits with `code`."""
         self._cause = code
+        self._signal_all(signal.SIGTERM)
         if any(slot.process is not None for slot in self._slots):
             log.warning("%s: stopping the other workers; the run exits %d", why, code)
         elif not quiet:
