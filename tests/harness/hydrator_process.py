@@ -13,6 +13,7 @@ from pathlib import Path
 ASSIGNED = re.compile(r"assigned partitions \[([\d, ]*)\]")
 PROGRESS_RECORDS = re.compile(r"records (\d+), commits")
 WORKER_STARTED = re.compile(r"worker (\d+) started \(pid (\d+)\)")
+ASSIGNED_BY = re.compile(r"(?:\[worker (\d+)\]: )?assigned partitions \[([\d, ]*)\]")
 
 
 def run_args(
@@ -101,6 +102,20 @@ class HydratorProcess:
         if not matches:
             return None
         return [int(p) for p in matches[-1].replace(" ", "").split(",") if p]
+
+    def held(self) -> set[int]:
+        """The partitions the run holds: the union of each worker's latest assignment (the
+        process's own with --workers 1)."""
+        latest = {worker: numbers for worker, numbers in ASSIGNED_BY.findall(self.log)}
+        return {int(p) for numbers in latest.values() for p in numbers.split(",") if p.strip()}
+
+    def wait_until_held(self, partitions: set[int], timeout_s: float = 60) -> None:
+        deadline = time.monotonic() + timeout_s
+        while self.held() != partitions:
+            if self.process.poll() is not None:
+                raise AssertionError(f"hydrator exited {self.process.returncode}:\n{self.log}")
+            assert time.monotonic() < deadline, f"never held {partitions}:\n{self.log}"
+            time.sleep(0.1)
 
     def worker_pids(self) -> dict[int, int]:
         """The process id of each worker of a run with --workers, as last started."""

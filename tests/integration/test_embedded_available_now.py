@@ -177,6 +177,18 @@ def test_two_available_now_runs_of_one_group_both_end(
         for run in runs:
             run.__exit__(None, None, None)
     assert codes == [0, 0], [run.log[-3000:] for run in runs]
+    # Their members (two workers each) ended at about the same time. On Tansu a LeaveGroup from
+    # a forming group's leader left the group waiting for it for ever: a later run would hang.
+    again = run_args(
+        bootstrap,
+        unique_name,
+        [source],
+        tmp_path / "state-2",
+        "--available-now",
+        output_topic=output,
+    )
+    later = run_to_completion(again, timeout_s=180)
+    assert later.returncode == 0, later.stderr[-3000:]
 
     outputs = read_topic(bootstrap, output)
     seen = {o.header(HEADER_SOURCE).decode() for o in outputs}
