@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Turns on Postgres logical decoding (wal_level=logical) on the local server the tests use
-# (DESIGN §7). Needs a restart, so it only acts when the setting is not already on. Without a
+# (see docs/testing.md). Needs a restart, so it only acts when the setting is not already on. Without a
 # reachable server it says so and leaves the Postgres tests to skip with that reason.
 set -u
 if [ -n "${HYDRATOR_TEST_PG_DSN:-}" ]; then
