@@ -137,6 +137,10 @@ class AvailableNow:
     def _settled(self, owned: list[TopicPartition]) -> bool:
         """This instance (with its sibling workers) owns every partition, or the group has had
         time to take a stopped member's partitions away from it."""
+        if self.siblings.run_done():
+            # A sibling saw every worker done while this one committed: its partitions were
+            # let go as it ended, not taken by another member.
+            return True
         held = {tp.partition for tp in owned} | self.siblings.holding()
         if held >= set(range(self._topology.partitions)):
             return True
