@@ -25,6 +25,7 @@ from urllib.request import url2pathname
 
 from hydrator.core.settings import HydrationSettings
 from hydrator.formats.options import FormatOptions
+from state.large import DEFAULT_COMPRESSION
 
 DEFAULT_APPLICATION_ID = "toast-hydrator"
 
@@ -108,6 +109,8 @@ class RunConfig:
     # Column values over this many bytes (packed) are kept compressed and apart from the row
     # (state/large.py); None keeps every value in the row.
     large_value_threshold: int | None = 2048
+    # ... compressed so (lz4 costs less CPU, zstd writes fewer bytes).
+    large_value_compression: str = DEFAULT_COMPRESSION
     # Where /metrics, /healthz and /readyz are served (all interfaces); None: not served.
     metrics_port: int | None = None
     # Embedded: worker processes (1: the engine runs in the calling process).

@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 import pytest
+import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -21,6 +22,8 @@ from hydrator.kafka.record_limits import TopicLimits
 from state.codec import FORMAT_V3, decode_state, encode_state
 from state.handoff import Handoff
 from state.large import (
+    BLOB_LZ4,
+    BLOB_ZSTD,
     NOT_AT_HAND,
     InlineReader,
     LargeValue,
@@ -145,6 +148,28 @@ def test_inline_references_carry_their_compressed_bytes() -> None:
     assert state.image["doc"] == DOC and state.image["doc"] is state.image["doc"]
 
 
+def test_values_are_written_as_lz4_and_zstd_written_before_still_reads() -> None:
+    packed, _ = exact.pack(DOC)
+    assert compress(packed)[0] == BLOB_LZ4
+    earlier = bytes([BLOB_ZSTD]) + zstandard.ZstdCompressor(level=1).compress(packed)
+    assert unpack_value(earlier, digest_of(packed)) == DOC
+
+
+@given(st.one_of(st.text(min_size=1), st.binary(min_size=1), st.lists(st.integers())))
+def test_any_value_round_trips(value: Any) -> None:
+    packed, _ = exact.pack(value)
+    assert unpack_value(compress(packed), digest_of(packed)) == value
+
+
+def test_a_block_claiming_more_than_lz4_can_expand_to_is_refused_before_allocating() -> None:
+    blob = compress(exact.pack(DOC)[0])
+    bomb = blob[:1] + (2**31 - 1).to_bytes(4, "little") + blob[5:]
+    with pytest.raises(LargeValueError, match="size header"):
+        unpack_value(bomb)
+    with pytest.raises(LargeValueError, match="damaged"):
+        unpack_value(blob[:3])
+
+
 def test_damaged_or_missing_values_say_so() -> None:
     ref = _ref(DOC)
     assert ref.compressed is not None
@@ -205,7 +230,7 @@ def test_handoffs_and_whole_befores_carry_values_not_references() -> None:
 # -- the embedded task -------------------------------------------------------------------------
 
 
-def _task(path: Path, threshold: int | None = THRESHOLD) -> Task:
+def _task(path: Path, threshold: int | None = THRESHOLD, compression: str = "lz4") -> Task:
     store = RocksDBStore(path)
     return Task(
         0,
@@ -215,6 +240,7 @@ def _task(path: Path, threshold: int | None = THRESHOLD) -> Task:
         RecordingSink(),
         RunCounts(),
         large_value_threshold=threshold,
+        large_value_compression=compression,
     )
 
 
@@ -243,7 +269,7 @@ def test_an_event_that_leaves_the_large_value_unchanged_writes_only_the_row(tmp_
     key = state_key("t", '{"id":1}')
     (value_key,) = _values(first)
     assert value_key.startswith(store_key(key, b"")) and first[value_key] is not None
-    assert len(first[value_key]) < 8_000 * 0.6  # compressed
+    assert first[value_key][0] == BLOB_LZ4  # compressed (random letters: lz4 hardly shrinks them)
     row_bytes = len(first[key])
     assert row_bytes < 200
 
@@ -264,6 +290,24 @@ def test_an_event_that_leaves_the_large_value_unchanged_writes_only_the_row(tmp_
     fourth = _commit(task, 4)
     assert fourth[new_key] is None
     assert not list(task.store.keys_with_prefix(b"\x00\x01"))
+
+
+def test_a_task_told_zstd_writes_zstd_and_reads_what_lz4_wrote(tmp_path: Path) -> None:
+    table = ToastTable(doc_size=8_000)
+    task = _task(tmp_path / "s")
+    _feed(task, [table.insert(1)])
+    (lz4_blob,) = _values(_commit(task)).values()
+    task.close()
+    task = _task(tmp_path / "s", compression="zstd")
+    task._cache.clear()
+    _feed(task, [table.update(1)], first=1)  # the placeholder: filled from the lz4 value
+    _commit(task, 2)
+    _, output = task._sink.outputs[-1]  # type: ignore[attr-defined]
+    assert orjson.loads(output.value)["after"]["doc"] == table.rows[1]["doc"]
+    _feed(task, [table.update(1, touch_doc=True)], first=2)
+    written = [v for v in _values(_commit(task, 3)).values() if v is not None]
+    assert [blob[0] for blob in written] == [BLOB_ZSTD]
+    assert lz4_blob is not None and len(written[0]) < len(lz4_blob) * 0.6
 
 
 def test_values_are_read_from_the_store_when_the_cache_lacks_them(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import os
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -90,12 +91,18 @@ def test_a_large_value_kept_apart_lets_the_row_fit_but_not_one_over_the_limit(
     tmp_path: Path,
 ) -> None:
     task, sink, counts = _task(tmp_path, large_value_threshold=2048)
-    compressible = ToastTable(doc_size=30_000)  # compresses to well under the limit
-    noise = ToastTable(doc_size=30_000)
-    raw_key, value, headers = noise.insert(2)
-    document = orjson.loads(value)
-    document["after"]["doc"] = base64.b64encode(os.urandom(30_000)).decode()  # incompressible
-    records = [compressible.insert(1), (raw_key, orjson.dumps(document), headers)]
+    table = ToastTable(doc_size=30_000)
+
+    def with_doc(record: tuple[bytes, bytes, Any], doc: str) -> tuple[bytes, bytes, Any]:
+        raw_key, value, headers = record
+        document = orjson.loads(value)
+        document["after"]["doc"] = doc
+        return raw_key, orjson.dumps(document), headers
+
+    records = [
+        with_doc(table.insert(1), "a row of text, repeated " * 1250),  # compresses well
+        with_doc(table.insert(2), base64.b64encode(os.urandom(30_000)).decode()),  # does not
+    ]
     for offset, (key, value, headers) in enumerate(records):
         task.process(RawRecord("t", 0, offset, key, value, tuple(headers)), task.now_ms())
 

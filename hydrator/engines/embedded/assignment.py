@@ -26,7 +26,7 @@ from hydrator.engines.embedded.state_dir import StateDirectory
 from hydrator.engines.embedded.task import DEFAULT_CACHE_BYTES, Sink, Task
 from hydrator.engines.embedded.topology import Topology
 from hydrator.kafka.offsets import OffsetProbe
-from state.large import DEFAULT_THRESHOLD
+from state.large import DEFAULT_COMPRESSION, DEFAULT_THRESHOLD
 
 log = logging.getLogger(__name__)
 
@@ -47,11 +47,13 @@ class Assignment:
         probe: OffsetProbe | None = None,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
         large_value_threshold: int | None = DEFAULT_THRESHOLD,
+        large_value_compression: str = DEFAULT_COMPRESSION,
         on_change: Callable[[set[int]], None] = lambda owned: None,
     ) -> None:
         """`probe` gives the partition ends a new task must catch up with before its timers
         fire (without one, timers never wait); `cache_bytes` is the decoded-state cache budget
-        of the whole process; `large_value_threshold` what a task keeps out of line;
+        of the whole process; `large_value_threshold` what a task keeps out of line, compressed
+        with `large_value_compression`;
         `on_change` hears the task numbers owned after each change."""
         self.tasks: dict[int, Task] = {}
         self._suspended: dict[int, Task] = {}
@@ -66,6 +68,7 @@ class Assignment:
         self._probe = probe
         self._cache_bytes = cache_bytes
         self._large_value_threshold = large_value_threshold
+        self._large_value_compression = large_value_compression
         self._on_change = on_change
 
     def open(self, partitions: list[TopicPartition], committed: list[TopicPartition]) -> None:
@@ -124,6 +127,7 @@ class Assignment:
             self._counts,
             cache_bytes,
             self._large_value_threshold,
+            self._large_value_compression,
         )
         task.repair(repairs)
         return task

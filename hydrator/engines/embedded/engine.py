@@ -301,6 +301,7 @@ class EmbeddedEngine:
             # The budget is the run's: each worker takes its share.
             config.state_cache_bytes // self._workers,
             config.large_value_threshold,
+            config.large_value_compression,
             self.worker.claim if self.worker is not None else lambda owned: None,
         )
         try:

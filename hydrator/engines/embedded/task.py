@@ -49,6 +49,7 @@ from hydrator.kafka.record_limits import record_bytes
 from state.codec import decode_state, encode_state
 from state.handoff import Handoff
 from state.large import (
+    DEFAULT_COMPRESSION,
     DEFAULT_THRESHOLD,
     NOT_AT_HAND,
     STORE_PREFIX,
@@ -107,6 +108,7 @@ class Task:
         counts: RunCounts,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
         large_value_threshold: int | None = DEFAULT_THRESHOLD,
+        large_value_compression: str = DEFAULT_COMPRESSION,
     ) -> None:
         self.partition = partition
         self.store = store
@@ -118,6 +120,7 @@ class Task:
         # Large values a dead transaction wrote or collected: their stored bytes, written again.
         self._raw_repairs: dict[bytes, bytes | None] = {}
         self.large_value_threshold = large_value_threshold
+        self.large_value_compression = large_value_compression
         # Bytes of the outputs written since the last commit (the loop resets it): with `dirty`,
         # what the open transaction holds in memory.
         self.written_bytes = 0
@@ -258,7 +261,7 @@ class Task:
         if state is not None and type(state.image) is dict and threshold is not None:
             # made by the rules: its large values go out of line
             image = state.image
-            cells = outline(image, threshold, committed)
+            cells = outline(image, threshold, committed, self.large_value_compression)
             if any(type(cell) is LargeValue for cell in cells.values()):
                 stored = {}
                 for column, cell in cells.items():

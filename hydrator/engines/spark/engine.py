@@ -115,6 +115,7 @@ class SparkEngine:
                 config.format,
                 config.format_options,
                 config.large_value_threshold,
+                config.large_value_compression,
             ),
             kafka_properties=dict(config.kafka_properties),
             max_offsets_per_trigger=self.max_offsets_per_trigger,

@@ -42,7 +42,7 @@ from hydrator.engines.spark.clock import gate_is_open
 from hydrator.engines.spark.kafka_sink import pack_records
 from hydrator.formats import FormatOptions, codec_for
 from state.codec import decode_state, encode_state
-from state.large import DEFAULT_THRESHOLD, outline
+from state.large import DEFAULT_COMPRESSION, DEFAULT_THRESHOLD, outline
 from state.record import StateRecord
 
 log = logging.getLogger("hydrator.spark")
@@ -94,6 +94,7 @@ class HydratorSpec:
     format_options: FormatOptions = field(default_factory=FormatOptions)
     # Column values over this many bytes are kept compressed in the key's state (None: as is).
     large_value_threshold: int | None = DEFAULT_THRESHOLD
+    large_value_compression: str = DEFAULT_COMPRESSION
 
 
 @lru_cache(maxsize=8)
@@ -128,7 +129,7 @@ def group_function(
             step.apply(hydrator.tick(step.state, now_ms) if step.state else Transition(None), 0)
         step.feed(packed_records(frames), now_ms)
         stored_image = loaded.image if loaded is not None else None
-        final = _outlined(step.final_state(), spec.large_value_threshold, stored_image)
+        final = _outlined(step.final_state(), spec, stored_image)
         _store(state, final, hydrator, now_ms)
         stored_change = _stored_bytes(key[0], state) - stored_before
         if stored_change:
@@ -335,15 +336,17 @@ def _load(state: GroupState) -> tuple[StateRecord | None, bool]:
 
 
 def _outlined(
-    record: StateRecord | None, threshold: int | None, stored_image: Mapping[str, Any] | None
+    record: StateRecord | None, spec: HydratorSpec, stored_image: Mapping[str, Any] | None
 ) -> StateRecord | None:
     """`record` with its large values compressed, inline: Spark writes a key's whole state on
     every update anyway, so keeping them apart would save nothing; compressing them does, and a
     value the stored image held (the same object, or the same digest) keeps its compressed
     bytes instead of being compressed again."""
+    threshold = spec.large_value_threshold
     if record is None or threshold is None or type(record.image) is not dict:
         return record
-    return replace(record, image=outline(record.image, threshold, stored_image))
+    image = outline(record.image, threshold, stored_image, spec.large_value_compression)
+    return replace(record, image=image)
 
 
 def _store(state: GroupState, record: StateRecord | None, hydrator: Hydrator, now_ms: int) -> None:
