@@ -63,7 +63,15 @@ class LocalBroker:
     def bootstrap_servers(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
     def start(self, timeout_s: float = 30.0) -> LocalBroker:
+        if self._process is not None and self._process.poll() is None:
+            # Started already (`with LocalBroker().start(60) as broker:` enters a started one):
+            # a second broker could not bind the port, and stop() would then stop only it.
+            return self
         url = f"tcp://127.0.0.1:{self.port}"
         advertised = f"tcp://127.0.0.1:{self.advertised_port or self.port}"
         log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
