@@ -28,6 +28,7 @@ QUIX_RETENTION_NOTE = (
 class Broker:
     bootstrap_servers: str
     local: bool  # the throwaway Tansu broker (memory storage) this run started
+    pid: int | None = None  # of the local broker, whose CPU the bench samples
 
     @property
     def kind(self) -> str:
@@ -40,7 +41,7 @@ def broker(bootstrap_servers: str | None) -> Iterator[Broker]:
         yield Broker(bootstrap_servers, local=False)
         return
     with LocalBroker().start(timeout_s=60) as local:
-        yield Broker(local.bootstrap_servers, local=True)
+        yield Broker(local.bootstrap_servers, local=True, pid=local.pid)
 
 
 def create_topics(bootstrap: str, names: Iterable[str], partitions: int) -> None:

@@ -16,6 +16,7 @@ COLUMNS = (
     "output check",
     # last, so that the columns before keep their places
     "ratio to Spark copy",
+    "broker CPU µs/event",
 )
 
 
@@ -33,6 +34,7 @@ def row(result: dict[str, Any]) -> list[str]:
             *[NONE] * 5,
             result["output_check"] or NONE,
             NONE,
+            NONE,
         ]
     return [
         result["label"],
@@ -44,6 +46,7 @@ def row(result: dict[str, Any]) -> list[str]:
         _number(result["state_bytes_per_event"]),
         result["output_check"],
         _number(result.get("ratio_to_spark_copy"), 2),
+        _number(result.get("broker_cpu_us_per_event")),
     ]
 
 
@@ -63,7 +66,8 @@ def markdown(report: dict[str, Any]) -> str:
     lines.append("")
     lines.append(
         "events/s and CPU: first to last output record (record timestamps); CPU of the "
-        "runner's whole process tree, broker excluded. bench/README.md says how."
+        "runner's whole process tree, broker excluded (its own column: the local broker's CPU in "
+        "the same window). bench/README.md says how."
     )
     lines += [f"* {note}" for note in report["notes"]]
     for result in report["results"]:

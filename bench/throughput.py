@@ -8,6 +8,9 @@ How each figure is taken (also in bench/README.md):
 * CPU µs/event: CPU time of the runner's whole process tree (every process and thread, sampled
   with psutil every 100 ms) within that same window, per workload event. The broker's CPU is
   not in it. The whole run's CPU (start-up included) is in the JSON.
+* broker CPU µs/event: the local Tansu broker's CPU in the same window, per event: what a
+  runner's reads and writes (outputs, changelog, transactions) cost the broker, which shares
+  the machine. Not taken with --bootstrap-servers.
 * peak RSS: the largest sum of resident memory over the process tree at a sample.
 * state B/event: bytes (key + value) written to the runner's changelog topics, or the growth
   of its checkpoint state directory (Spark), per event.
@@ -55,6 +58,7 @@ class Result:
     events_per_s: float | None = None
     cpu_us_per_event: float | None = None
     cpu_us_per_event_whole_run: float | None = None
+    broker_cpu_us_per_event: float | None = None
     peak_rss_mb: float | None = None
     state_bytes_per_event: float | None = None
     ratio_to_copy: float | None = None
@@ -192,6 +196,7 @@ def run_one(
             runner.command(plan), stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=runner_env()
         )
         sampler = TreeSampler(process.pid).start()
+        broker_sampler = TreeSampler(kafka.pid).start() if kafka.pid is not None else None
         watch = OutputWatch(
             kafka.bootstrap_servers,
             plan.output_topic,
@@ -206,6 +211,7 @@ def run_one(
             result.status = f"failed: no end within {options.runner_timeout_s:.0f} s"
         finally:
             samples = sampler.stop()
+            broker_samples = broker_sampler.stop() if broker_sampler is not None else None
             watch.stop()
     ended = time.time()
     result.wall_s = round(ended - started, 1)
@@ -233,6 +239,9 @@ def run_one(
             result.events_per_s = round(events / (last - first))
             cpu = samples.cpu_at(last) - samples.cpu_at(first)
             result.cpu_us_per_event = round(cpu / events * 1e6, 1)
+            if broker_samples is not None and broker_samples.cpu_s:
+                broker_cpu = broker_samples.cpu_at(last) - broker_samples.cpu_at(first)
+                result.broker_cpu_us_per_event = round(broker_cpu / events * 1e6, 1)
     if samples.cpu_s:
         result.cpu_us_per_event_whole_run = round(samples.cpu_s[-1] / events * 1e6, 1)
     state_topics = topics_named(kafka.bootstrap_servers, lambda n: runner.state_topic(plan, n))

@@ -35,11 +35,19 @@ def test_every_row_has_every_column_and_the_old_ones_stay_in_place() -> None:
         "state B/event",
         "output check",
     )
-    assert COLUMNS[8] == "ratio to Spark copy"
-    ok = asdict(Result("spark", "Spark engine", events_per_s=1_000, ratio_to_spark_copy=0.25))
+    assert COLUMNS[8:] == ("ratio to Spark copy", "broker CPU µs/event")
+    ok = asdict(
+        Result(
+            "spark",
+            "Spark engine",
+            events_per_s=1_000,
+            ratio_to_spark_copy=0.25,
+            broker_cpu_us_per_event=42.0,
+        )
+    )
     ok["output_check"] = "ok"
     cells = row(ok)
     assert len(cells) == len(COLUMNS)
-    assert cells[1] == "1,000" and cells[7] == "ok" and cells[8] == "0.25"
+    assert cells[1] == "1,000" and cells[7] == "ok" and cells[8] == "0.25" and cells[9] == "42"
     failed = asdict(Result("spark-copy", "Spark copy", status="failed: exit 1"))
     assert len(row(failed)) == len(COLUMNS)
