@@ -375,8 +375,8 @@ def cli() -> None:
     default=DEFAULT_COMPRESSION,
     show_default=True,
     envvar=_env("large_value_compression"),
-    help="How those values are compressed: lz4 costs a third of zstd's CPU, zstd writes about "
-    "half lz4's bytes to the changelog. Either reads state written with the other.",
+    help="How those values are compressed: zstd writes about half lz4's bytes to state and "
+    "changelog, lz4 costs a third of zstd's CPU. Either reads state written with the other.",
 )
 @click.option(
     "--workers",
