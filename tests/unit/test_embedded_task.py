@@ -109,3 +109,19 @@ def test_parked_record_is_released_by_the_timer_and_survives_a_reopen(tmp_path: 
     assert sink.outputs == []
     task.fire_timers(now_ms=6_000)
     assert len(sink.outputs) == 1 and task.parked_count == 0
+
+
+def test_an_open_transaction_holds_each_changed_key_once_however_often_it_changed(
+    tmp_path: Path,
+) -> None:
+    partition = partition_for_key(key_bytes(1), PARTITIONS)
+    task, sink = _task(tmp_path, partition)
+    table = ToastTable(doc_size=5_000)
+    records = [table.insert(1), *(table.update(1, touch_doc=True) for _ in range(20))]
+    for offset, record in enumerate(records):
+        task.process(_raw(record, offset, partition), now_ms=1000)
+    last_output = len(sink.outputs[-1][1].value or b"")
+    assert task.held_bytes == last_output > 5_000
+    assert task.written_bytes > 20 * 5_000  # every output went out
+    task.committed(task.changes(), 1)
+    assert task.held_bytes == 0

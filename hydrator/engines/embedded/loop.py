@@ -33,12 +33,17 @@ log = logging.getLogger(__name__)
 
 MAX_BATCH = 5000
 POLL_TIMEOUT_S = 0.05
-# Past this many records a commit is due whatever the interval: bounds memory and redo work.
+# Past this many records a commit is due whatever the interval: bounds the work redone after a
+# crash.
 MAX_UNCOMMITTED = 20_000
-# Wide rows (whole TOASTed values) must not make memory follow row size. What a record costs
-# while its transaction is open is its input plus its outputs (the changed state and changelog
-# record are about as large as the output): a commit is due past MAX_UNCOMMITTED_BYTES of that,
-# and a consume batch is sized to about MAX_BATCH_BYTES of it at the open transaction's mean.
+# Wide rows (whole TOASTed values) must not make memory follow row size. What an open
+# transaction holds until it commits is its changed states, one per key however often the key
+# changed (each about as large as its last output): a commit is due past MAX_UNCOMMITTED_BYTES of
+# them. Outputs and changelog records leave for the broker as they are produced (librdkafka's
+# queue bounds them), and consumed records are dropped once processed, so neither counts; a
+# key that changes again within the interval is written to the changelog and the store once.
+# A consume batch is sized to about MAX_BATCH_BYTES of input plus outputs, at the open
+# transaction's mean.
 MAX_UNCOMMITTED_BYTES = 64 * 1024 * 1024
 MAX_BATCH_BYTES = 8 * 1024 * 1024
 # The hot path allocates many short-lived, acyclic objects (decoded events, rows, outputs); at
@@ -163,9 +168,13 @@ class StreamLoop:
         self._batch_limit = max(1, min(MAX_BATCH, MAX_BATCH_BYTES // mean))
 
     def _footprint(self) -> int:
-        """Bytes of input and output the open transaction holds."""
+        """Bytes of input and output of the open transaction."""
         written = sum(task.written_bytes for task in self._assignment.tasks.values())
         return self._uncommitted_bytes + written
+
+    def _held_bytes(self) -> int:
+        """Bytes of changed state the open transaction holds until it commits."""
+        return sum(task.held_bytes for task in self._assignment.tasks.values())
 
     # -- timers ------------------------------------------------------------------------------
 
@@ -184,7 +193,7 @@ class StreamLoop:
     # -- commits -----------------------------------------------------------------------------
 
     def _commit_due(self) -> bool:
-        if self._uncommitted >= MAX_UNCOMMITTED or self._footprint() >= MAX_UNCOMMITTED_BYTES:
+        if self._uncommitted >= MAX_UNCOMMITTED or self._held_bytes() >= MAX_UNCOMMITTED_BYTES:
             return True
         if self._batch_started is None:
             # Timers alone can change state or produce.

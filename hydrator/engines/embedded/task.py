@@ -121,9 +121,13 @@ class Task:
         self._raw_repairs: dict[bytes, bytes | None] = {}
         self.large_value_threshold = large_value_threshold
         self.large_value_compression = large_value_compression
-        # Bytes of the outputs written since the last commit (the loop resets it): with `dirty`,
-        # what the open transaction holds in memory.
+        # Bytes of the outputs written since the last commit (the loop resets it): with the
+        # consumed input, what sizes a consume batch.
         self.written_bytes = 0
+        # What the open transaction keeps in memory until it commits: the changed states (one
+        # per key, however often it changed), each sized by the output showing its image.
+        self.held_bytes = 0
+        self._held: dict[bytes, int] = {}
         # store key -> (decoded state or large value, bytes it counts for)
         self._cache: dict[bytes, tuple[Any, int]] = {}
         self._cache_used = 0
@@ -316,6 +320,8 @@ class Task:
             if data is None and is_store_key(key):
                 self._forget(key)
         self.dirty.clear()
+        self._held.clear()
+        self.held_bytes = 0
         self._committed_images.clear()
         self._encoded.clear()
         self._raw_repairs.clear()
@@ -424,12 +430,26 @@ class Task:
                 self._stored_before[key] = before is not None
             self.dirty[key] = step.state
             self._index(key, step.state)
-        self._emit(topic, step)
+            self._hold(key, step.state, self._emit(topic, step))
+        else:
+            self._emit(topic, step)
 
-    def _emit(self, topic: str, step: Transition) -> None:
+    def _hold(self, key: bytes, state: StateRecord | None, emitted_bytes: int) -> None:
+        """Count `key`'s new state in `held_bytes`: as large as the output that showed it (a
+        row image), plus the records it keeps parked."""
+        size = emitted_bytes
+        if state is not None and state.parked:
+            size += sum(len(parked.value or b"") for parked in state.parked)
+        self.held_bytes += size - self._held.get(key, 0)
+        self._held[key] = size
+
+    def _emit(self, topic: str, step: Transition) -> int:
+        """Send `step`'s results on; returns the bytes of its outputs."""
+        emitted = 0
         for record in step.emitted:
             self._sink.output(topic, record)
-            self.written_bytes += len(record.value or b"")
+            emitted += len(record.value or b"")
+        self.written_bytes += emitted
         for dead in step.dead:
             self._sink.dead(dead.to_output())
         for handoff in step.handoffs:
@@ -442,6 +462,7 @@ class Task:
         counts = self._counts.batch(topic)
         for name, n in step.counts.items():
             counts[name] += n
+        return emitted
 
     def _drain_local_handoffs(self, now_ms: int) -> None:
         # A queue, not recursion: a released record can itself be a key change.
