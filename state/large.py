@@ -224,6 +224,42 @@ def could_be_large(value: Any, threshold: int) -> bool:
     return False
 
 
+# What a number, a null or a container's slot takes beside a string's characters.
+CELL_BYTES = 16
+
+
+def image_bytes(image: Mapping[str, Any] | None) -> int:
+    """About the memory a row image's values hold: a string's or bytes' length, a large value's
+    packed size (a LazyImage's reference), CELL_BYTES for anything else; containers summed item
+    by item. Cheap enough for every event: rows are mostly strings and numbers."""
+    if image is None:
+        return 0
+    cells = image.cells if type(image) is LazyImage else image
+    total = 0
+    for value in cells.values():
+        kind = type(value)
+        if kind is str or kind is bytes:
+            total += len(value)
+        elif kind is LargeValue:
+            total += value.size
+        elif kind is list or kind is dict:
+            total += _container_bytes(value)
+        else:
+            total += CELL_BYTES
+    return total
+
+
+def _container_bytes(value: Any) -> int:
+    kind = type(value)
+    if kind is str or kind is bytes:
+        return len(value)
+    if kind is dict:
+        return sum(len(k) + _container_bytes(v) for k, v in value.items())
+    if kind is list:
+        return sum(map(_container_bytes, value)) + CELL_BYTES
+    return CELL_BYTES
+
+
 def digest_of(packed: bytes) -> bytes:
     return hashlib.blake2b(packed, digest_size=DIGEST_BYTES).digest()
 

@@ -75,7 +75,7 @@ class RecordingProducer:
 TOPOLOGY = Topology("app", {"in": "out"}, 2)
 
 
-def test_outputs_then_changelog_then_offsets_in_one_transaction() -> None:
+def test_outputs_and_changelog_delivered_then_offsets_in_one_transaction() -> None:
     producer = RecordingProducer()
     writer = TransactionalWriter(producer, TOPOLOGY)  # type: ignore[arg-type]
     writer.output("in", OutputRecord(1, b"k", b"v", (("h", b"1"),)))
@@ -84,7 +84,8 @@ def test_outputs_then_changelog_then_offsets_in_one_transaction() -> None:
     written = writer.commit(changes, [*offsets, TopicPartition("in", 1, 9)], None)
 
     kinds = [call[0] for call in producer.calls]
-    assert kinds == ["begin", "produce", "flush", *["produce"] * 4, "flush", "offsets", "commit"]
+    # one flush delivers outputs and changelog together, before the offsets go
+    assert kinds == ["begin", "produce", *["produce"] * 4, "flush", "offsets", "commit"]
     output = producer.calls[1]
     assert output[1:5] == ("out", 1, b"k", [("h", b"1")])
     changelog = [c for c in producer.calls if c[0] == "produce" and c[1] == "app-state"]

@@ -30,8 +30,10 @@ from state.large import (
     LargeValue,
     LargeValueError,
     LazyImage,
+    UnreadableValues,
     compress,
     digest_of,
+    image_bytes,
     is_store_key,
     materialized,
     outline,
@@ -450,3 +452,11 @@ def _check_store(task: Task, rows: dict[int, dict[str, Any]]) -> None:
         assert stored is not None
         assert dict(task._decode(key, stored).image) == row
     assert len(live) == len(rows)
+
+
+def test_image_bytes_counts_what_a_row_holds() -> None:
+    image = {"id": 1, "name": "ab", "doc": "x" * 5000, "tags": ["abc", "de"], "raw": b"1234"}
+    assert image_bytes(image) == 16 + 2 + 5000 + (3 + 2 + 16) + 4
+    lazy = LazyImage({"id": 1, "doc": LargeValue(b"d" * 16, 7000)}, UnreadableValues())
+    assert image_bytes(lazy) == 16 + 7000
+    assert image_bytes(None) == 0

@@ -34,16 +34,16 @@ log = logging.getLogger(__name__)
 MAX_BATCH = 5000
 POLL_TIMEOUT_S = 0.05
 # Past this many records a commit is due whatever the interval: bounds the work redone after a
-# crash.
-MAX_UNCOMMITTED = 20_000
+# crash (at a few thousand records a second, some seconds of it).
+MAX_UNCOMMITTED = 50_000
 # Wide rows (whole TOASTed values) must not make memory follow row size. What an open
 # transaction holds until it commits is its changed states, one per key however often the key
-# changed (each about as large as its last output): a commit is due past MAX_UNCOMMITTED_BYTES of
-# them. Outputs and changelog records leave for the broker as they are produced (librdkafka's
-# queue bounds them), and consumed records are dropped once processed, so neither counts; a
-# key that changes again within the interval is written to the changelog and the store once.
-# A consume batch is sized to about MAX_BATCH_BYTES of input plus outputs, at the open
-# transaction's mean.
+# changed, each counted by its image's values (Task.held_bytes): a commit is due past
+# MAX_UNCOMMITTED_BYTES of them. Outputs and changelog records leave for the broker as they are
+# produced (librdkafka's queue bounds them), and consumed records are dropped once processed, so
+# neither counts; a key that changes again within the interval is written to the changelog and
+# the store once. A consume batch is sized to about MAX_BATCH_BYTES of input plus outputs, at
+# the open transaction's mean.
 MAX_UNCOMMITTED_BYTES = 64 * 1024 * 1024
 MAX_BATCH_BYTES = 8 * 1024 * 1024
 # The hot path allocates many short-lived, acyclic objects (decoded events, rows, outputs); at
@@ -98,7 +98,7 @@ class StreamLoop:
         )
         try:
             while not should_stop():
-                messages = self._consumer.consume(self._batch_limit, POLL_TIMEOUT_S)
+                messages = self._consumer.consume(self._batch_limit, self._poll_timeout_s())
                 for msg in messages:
                     self._dispatch(msg)
                 if messages:
@@ -123,6 +123,14 @@ class StreamLoop:
             raise
         finally:
             self._progress.log()
+
+    def _poll_timeout_s(self) -> float:
+        """How long a consume may wait: never past the moment the open batch is due, so a batch
+        commits at its interval rather than up to a poll later."""
+        if self._batch_started is None:
+            return POLL_TIMEOUT_S
+        due_in = self._batch_started + self._commit_interval_s - time.monotonic()
+        return min(POLL_TIMEOUT_S, max(due_in, 0.0))
 
     # -- records -----------------------------------------------------------------------------
 

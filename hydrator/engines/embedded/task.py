@@ -56,6 +56,7 @@ from state.large import (
     LargeValue,
     LargeValueError,
     LazyImage,
+    image_bytes,
     is_store_key,
     outline,
     refs_of,
@@ -125,7 +126,7 @@ class Task:
         # consumed input, what sizes a consume batch.
         self.written_bytes = 0
         # What the open transaction keeps in memory until it commits: the changed states (one
-        # per key, however often it changed), each sized by the output showing its image.
+        # per key, however often it changed), each sized by its image's values.
         self.held_bytes = 0
         self._held: dict[bytes, int] = {}
         # store key -> (decoded state or large value, bytes it counts for)
@@ -430,16 +431,20 @@ class Task:
                 self._stored_before[key] = before is not None
             self.dirty[key] = step.state
             self._index(key, step.state)
-            self._hold(key, step.state, self._emit(topic, step))
-        else:
-            self._emit(topic, step)
+            self._hold(key, step.state)
+        self._emit(topic, step)
 
-    def _hold(self, key: bytes, state: StateRecord | None, emitted_bytes: int) -> None:
-        """Count `key`'s new state in `held_bytes`: as large as the output that showed it (a
-        row image), plus the records it keeps parked."""
-        size = emitted_bytes
-        if state is not None and state.parked:
-            size += sum(len(parked.value or b"") for parked in state.parked)
+    def _hold(self, key: bytes, state: StateRecord | None) -> None:
+        """Count `key`'s new state in `held_bytes`: its image's values (state.large.image_bytes;
+        a value shared with the cache counts too, so this never undercounts), plus what waits in
+        it: parked records and the old images of handoffs."""
+        if state is None:
+            size = 0
+        else:
+            size = image_bytes(state.image)
+            if state.parked or state.handoffs:
+                size += sum(len(parked.value or b"") for parked in state.parked)
+                size += sum(image_bytes(handoff.image) for handoff in state.handoffs)
         self.held_bytes += size - self._held.get(key, 0)
         self._held[key] = size
 

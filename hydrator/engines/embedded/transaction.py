@@ -85,10 +85,11 @@ class TransactionalWriter:
         record (where a restore of that partition resumes)."""
         self.begin()
         try:
-            # Outputs are delivered before the changelog is written, and the changelog before the
-            # offsets: on a broker that leaves a dead producer's records visible (Tansu) a crash
-            # then never shows state whose outputs are missing.
-            self._flush()
+            # Outputs and changelog are delivered (one flush) before the offsets are sent, so a
+            # broker that honours transactions loosely (Tansu) can never show input as done
+            # whose outputs or state are missing. Between outputs and changelog no order is
+            # needed: a restore skips the changelog records of a transaction whose offsets never
+            # committed (changelog.py), whatever of its outputs arrived.
             written: dict[int, int] = {}
 
             def delivered(err: KafkaError | None, msg: Any) -> None:
