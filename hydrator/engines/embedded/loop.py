@@ -39,11 +39,11 @@ MAX_UNCOMMITTED = 50_000
 # Wide rows (whole TOASTed values) must not make memory follow row size. What an open
 # transaction holds until it commits is its changed states, one per key however often the key
 # changed, each counted by its image's values (Task.held_bytes): a commit is due past
-# MAX_UNCOMMITTED_BYTES of them. Outputs and changelog records leave for the broker as they are
-# produced (librdkafka's queue bounds them), and consumed records are dropped once processed, so
-# neither counts; a key that changes again within the interval is written to the changelog and
-# the store once. A consume batch is sized to about MAX_BATCH_BYTES of input plus outputs, at
-# the open transaction's mean.
+# MAX_UNCOMMITTED_BYTES of them. Outputs leave for the broker as they are produced and are freed
+# once acknowledged (the loop serves delivery reports every turn; librdkafka's queue bounds the
+# rest), and consumed records are dropped once processed, so neither counts; a key that changes
+# again within the interval is written to the changelog and the store once. A consume batch is
+# sized to about MAX_BATCH_BYTES of input plus outputs, at the open transaction's mean.
 MAX_UNCOMMITTED_BYTES = 64 * 1024 * 1024
 MAX_BATCH_BYTES = 8 * 1024 * 1024
 # The hot path allocates many short-lived, acyclic objects (decoded events, rows, outputs); at
@@ -103,6 +103,7 @@ class StreamLoop:
                     self._dispatch(msg)
                 if messages:
                     self._fit_batch(messages)
+                    self._writer.serve_deliveries()
                 self._fire_timers()
                 if self._commit_due():
                     self.commit()

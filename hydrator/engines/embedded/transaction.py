@@ -73,6 +73,12 @@ class TransactionalWriter:
             None,
         )
 
+    def serve_deliveries(self) -> None:
+        """Let librdkafka free what the broker has acknowledged: a produced record is kept, its
+        bytes with it, until its delivery report is served, and a long commit interval would
+        otherwise keep every output of the open transaction in memory until the commit."""
+        self._producer.poll(0)
+
     # -- commit ------------------------------------------------------------------------------
 
     def commit(
