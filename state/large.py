@@ -176,38 +176,61 @@ def outline(
     previous: Mapping[str, Any] | None,
     compression: str = DEFAULT_COMPRESSION,
 ) -> dict[str, Any]:
-    """`image`'s cells for storage: each value over `threshold` packed bytes becomes a
-    LargeValue. A value the `previous` stored image held under a reference (the same object, or
-    an equal value at hand) keeps that reference without being hashed; a value whose digest
-    matches one of `previous`'s references keeps that one (its bytes are stored already); any
-    other is compressed (`compression`: one of COMPRESSIONS), and its reference carries the
-    compressed bytes."""
+    """`image`'s cells for storage: `image` with each value over `threshold` packed bytes in
+    a LargeValue (see `large_cells`)."""
     if type(image) is LazyImage:
         return image.cells  # read from the store and not changed since: nothing to redo
+    cells = dict(image)
+    large = large_cells(image, threshold, previous, compression)
+    if large:
+        cells.update(large)
+    return cells
+
+
+def large_cells(
+    image: Mapping[str, Any],
+    threshold: int,
+    previous: Mapping[str, Any] | None,
+    compression: str = DEFAULT_COMPRESSION,
+) -> dict[str, LargeValue] | None:
+    """The columns of `image` whose values pack to over `threshold` bytes, each as a LargeValue
+    (None when there are none). A value the `previous` stored image held under a reference (the
+    same object, or an equal value at hand) keeps that reference without being hashed; a value
+    whose digest matches one of `previous`'s references keeps that one (its bytes are stored
+    already); any other is compressed (`compression`: one of COMPRESSIONS), and its reference
+    carries the compressed bytes. Runs for every changed row: a short string is passed over on
+    its length alone, without being packed."""
     old_refs: dict[str, LargeValue] = {}
     reader: LargeValueReader | None = None
     if type(previous) is LazyImage:
         reader = previous.reader
         old_refs = {c: v for c, v in previous.cells.items() if type(v) is LargeValue}
-    cells: dict[str, Any] | None = None
+    large: dict[str, LargeValue] | None = None
     for column, value in image.items():
-        if not could_be_large(value, threshold):
+        if type(value) is str:
+            chars = len(value)
+            # UTF-8 takes at most 4 bytes a character, ASCII one; msgpack's header at most 5
+            if 4 * chars + 5 <= threshold or (chars + 5 <= threshold and value.isascii()):
+                continue
+        elif not could_be_large(value, threshold):
             continue
         ref = old_refs.get(column)
         if ref is not None and reader is not None:
             known = reader.peek(ref)
-            if known is not NOT_AT_HAND and (known is value or known == value):
-                cells = cells if cells is not None else dict(image)
-                cells[column] = ref
+            if known is value or (known is not NOT_AT_HAND and known == value):
+                if large is None:
+                    large = {}
+                large[column] = ref
                 continue
         packed, _ = exact.pack(value)
         if len(packed) <= threshold:
             continue
         digest = digest_of(packed)
         same = next((r for r in old_refs.values() if r.digest == digest), None)
-        cells = cells if cells is not None else dict(image)
-        cells[column] = same or LargeValue(digest, len(packed), compress(packed, compression))
-    return cells if cells is not None else dict(image)
+        if large is None:
+            large = {}
+        large[column] = same or LargeValue(digest, len(packed), compress(packed, compression))
+    return large
 
 
 def could_be_large(value: Any, threshold: int) -> bool:

@@ -58,7 +58,7 @@ from state.large import (
     LazyImage,
     image_bytes,
     is_store_key,
-    outline,
+    large_cells,
     refs_of,
     split_store_key,
     store_key,
@@ -239,14 +239,17 @@ class Task:
         no state is newer)."""
         encoded: dict[bytes, bytes | None] = dict(self._raw_repairs)
         limit = self._topology.limits.changelog
+        overhead = record_bytes(b"", b"", None)
+        room = limit - CHANGELOG_HEADER_BYTES - overhead
         for key, state in self.dirty.items():
             data, values = self._encode(key, state)
-            size = max(
-                (record_bytes(k, v, None) for k, v in [(key, data), *values.items()] if v),
-                default=0,
-            )
-            if size + CHANGELOG_HEADER_BYTES > limit:
-                self._drop_oversize_state(key, size, limit)
+            # the largest record this key writes, as key + value bytes
+            largest = len(key) + len(data) if data else 0
+            for value_key, value in values.items():
+                if value and len(value_key) + len(value) > largest:
+                    largest = len(value_key) + len(value)
+            if largest > room:
+                self._drop_oversize_state(key, overhead + largest, limit)
                 data, values = self._encode(key, None)
             encoded[key] = data
             encoded.update(values)
@@ -259,18 +262,21 @@ class Task:
         """`state`'s record, and the large-value records that go with it: the values its
         committed image lacks (compressed), and tombstones for those it no longer holds."""
         committed = self._committed_images.get(key)
-        old = {ref.digest for ref in refs_of(committed)}
+        old_refs = committed.refs() if type(committed) is LazyImage else ()
         values: dict[bytes, bytes | None] = {}
         fresh: list[tuple[bytes, Any, int]] = []  # (digest, value, packed size) to cache
+        kept: set[bytes] = set()  # digests the new image refers to
+        image = state.image if state is not None else None
         threshold = self.large_value_threshold
-        if state is not None and type(state.image) is dict and threshold is not None:
+        if type(image) is dict and threshold is not None:
             # made by the rules: its large values go out of line
-            image = state.image
-            cells = outline(image, threshold, committed, self.large_value_compression)
-            if any(type(cell) is LargeValue for cell in cells.values()):
-                stored = {}
-                for column, cell in cells.items():
-                    if type(cell) is LargeValue and cell.compressed is not None:
+            large = large_cells(image, threshold, committed, self.large_value_compression)
+            if large:
+                old = {ref.digest for ref in old_refs}
+                stored = dict(image)
+                for column, cell in large.items():
+                    kept.add(cell.digest)
+                    if cell.compressed is not None:
                         value_key = store_key(key, cell.digest)
                         if cell.digest not in old and value_key not in values:
                             values[value_key] = cell.compressed
@@ -278,10 +284,13 @@ class Task:
                         cell = cell.out_of_line()
                     stored[column] = cell
                 # What stays cached after the commit: the row as stored, values read on demand.
+                assert state is not None
                 state = _with_image(state, LazyImage(stored, _StoredValues(self, key)))
-        kept = {ref.digest for ref in refs_of(state.image if state is not None else None)}
-        for digest in old - kept:
-            values[store_key(key, digest)] = None
+        else:
+            kept.update(ref.digest for ref in refs_of(image))
+        for ref in old_refs:
+            if ref.digest not in kept:
+                values[store_key(key, ref.digest)] = None
         self._encoded[key] = (state, fresh)
         return (encode_state(state) if state is not None else None), values
 
