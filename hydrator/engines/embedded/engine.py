@@ -76,7 +76,9 @@ CONSUMER_DEFAULTS: dict[str, Any] = {
     # Tansu takes ~23 s to settle a group join with the 45 s default, ~3 s with this.
     "session.timeout.ms": 6000,
     "heartbeat.interval.ms": 1500,
-    "fetch.wait.max.ms": 100,
+    # Apache Kafka answers a waiting fetch as soon as records arrive; Tansu holds it for the
+    # whole wait, which every record then waits too. An idle consumer asks 40 times a second.
+    "fetch.wait.max.ms": 25,
 }
 PRODUCER_DEFAULTS: dict[str, Any] = {
     # What a batch produces becomes visible when its transaction commits, and a commit flushes

@@ -98,7 +98,7 @@ class StreamLoop:
         )
         try:
             while not should_stop():
-                messages = self._consumer.consume(self._batch_limit, self._poll_timeout_s())
+                messages = self._next_batch()
                 for msg in messages:
                     self._dispatch(msg)
                 if messages:
@@ -124,6 +124,21 @@ class StreamLoop:
             raise
         finally:
             self._progress.log()
+
+    def _next_batch(self) -> list[Message]:
+        """The records that have arrived, up to the batch limit; when none has, waits for the
+        first (at most until the open batch is due) and takes what came with it. A consume of
+        N records waits for all N or its whole timeout, which held records that had arrived."""
+        consumer = self._consumer
+        messages = consumer.consume(self._batch_limit, 0)
+        if messages:
+            return messages
+        first = consumer.poll(self._poll_timeout_s())
+        if first is None:
+            return []
+        if self._batch_limit == 1:
+            return [first]
+        return [first, *consumer.consume(self._batch_limit - 1, 0)]
 
     def _poll_timeout_s(self) -> float:
         """How long a consume may wait: never past the moment the open batch is due, so a batch
