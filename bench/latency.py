@@ -31,6 +31,7 @@ from bench.runners import REPO, Plan, hydrator_command, runner_env
 from bench.workload import Workload, WorkloadShape
 
 SENT_HEADER = "bench.sent"
+READER_READY_S = 120
 
 
 @dataclass(frozen=True)
@@ -103,9 +104,15 @@ def run_latency(options: LatencyOptions) -> dict[str, Any]:
         sampler = TreeSampler(engine.pid).start()
         try:
             caught_up = _wait_for_output(bootstrap, plan, shape.keys, engine)
-            reader, results_path = _start_reader(bootstrap, plan.output_topic, options, work)
+            # Both are ready before the clock starts: updates fed before the reader had read to
+            # the end, or before the feeder's producer had its connection and producer id, waited
+            # for them (the first second's figures were the harness's, not the engine's).
+            feeder = _feeder(bootstrap, topic)
+            reader, results_path, ready = _start_reader(bootstrap, plan.output_topic, options, work)
+            if not ready.wait(READER_READY_S):
+                raise SystemExit(f"the latency reader was not ready within {READER_READY_S} s")
             feed_began = time.time()
-            _feed(bootstrap, topic, updates, options)
+            _feed(feeder, topic, updates, options)
             feed_ended = time.time()
             reader.join(timeout=60 + options.seconds * 0.1)
             if reader.is_alive():
@@ -157,9 +164,7 @@ def _wait_for_output(bootstrap: str, plan: Plan, count: int, engine: subprocess.
     return time.monotonic() - began
 
 
-def _feed(
-    bootstrap: str, topic: str, updates: list[tuple[bytes, bytes]], options: LatencyOptions
-) -> None:
+def _feeder(bootstrap: str, topic: str) -> Producer:
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
@@ -171,6 +176,13 @@ def _feed(
             "enable.idempotence": True,
         }
     )
+    producer.list_topics(topic, timeout=30)
+    return producer
+
+
+def _feed(
+    producer: Producer, topic: str, updates: list[tuple[bytes, bytes]], options: LatencyOptions
+) -> None:
     began = time.monotonic()
     sent = 0
     with tqdm(total=options.fed, desc="feed", unit="ev", leave=False) as bar:
@@ -194,19 +206,35 @@ def _feed(
 def _start_reader(bootstrap: str, topic: str, options: LatencyOptions, work: str):
     path = Path(work) / "latencies.bin"
     context = multiprocessing.get_context("spawn")
+    ready = context.Event()
     reader = context.Process(
         target=read_latencies,
-        args=(bootstrap, topic, options.partitions, options.fed, options.seconds + 60, str(path)),
+        args=(
+            bootstrap,
+            topic,
+            options.partitions,
+            options.fed,
+            options.seconds + 60,
+            str(path),
+            ready,
+        ),
         daemon=True,
     )
     reader.start()
-    return reader, path
+    return reader, path, ready
 
 
 def read_latencies(
-    bootstrap: str, topic: str, partitions: int, expected: int, timeout_s: float, path: str
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    expected: int,
+    timeout_s: float,
+    path: str,
+    ready: Any,
 ) -> None:
-    """In its own process: visible time - sent time of every output carrying the header."""
+    """In its own process: visible time - sent time of every output carrying the header.
+    `ready` is set once every partition has been read to its end (the catch-up's outputs)."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -215,9 +243,11 @@ def read_latencies(
             "enable.auto.commit": False,
             "fetch.wait.max.ms": 5,
             "fetch.message.max.bytes": 16 * 1024 * 1024,
+            "enable.partition.eof": True,
         }
     )
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    at_end: set[int] = set()
     latencies = array("q")
     deadline = time.monotonic() + timeout_s
     try:
@@ -226,6 +256,9 @@ def read_latencies(
                 if msg.error() is not None:
                     if msg.error().code() != KafkaError._PARTITION_EOF:
                         raise RuntimeError(str(msg.error()))
+                    at_end.add(msg.partition())
+                    if len(at_end) == partitions:
+                        ready.set()
                     continue
                 seen = time.time_ns()
                 for name, value in msg.headers() or ():
