@@ -232,6 +232,8 @@ class StreamLoop:
         changed = [p for p, task in tasks.items() if task.has_changes(checkpoint_clocks)]
         if not (self._uncommitted or self._writer.in_transaction or changed):
             return
+        # The batch's lingering outputs travel while its state is encoded.
+        self._writer.send_now()
         encoded = {p: tasks[p].changes() for p in changed}
         offsets = [
             tp

@@ -79,6 +79,10 @@ class TransactionalWriter:
         otherwise keep every output of the open transaction in memory until the commit."""
         self._producer.poll(0)
 
+    def send_now(self) -> None:
+        """Send what lingers without waiting for it (a flush that returns at once)."""
+        self._producer.flush(0)
+
     # -- commit ------------------------------------------------------------------------------
 
     def commit(
