@@ -82,6 +82,8 @@ class StreamLoop:
         self._uncommitted_bytes = 0  # of input records
         self._batch_limit = FIRST_BATCH
         self._batch_started: float | None = None
+        # When the last commit began: records found waiting right after it arrived during it.
+        self._last_commit_began: float | None = None
         self._failed = False
         self._last_finish_check = 0.0
 
@@ -131,7 +133,18 @@ class StreamLoop:
         N records waits for all N or its whole timeout, which held records that had arrived."""
         consumer = self._consumer
         messages = consumer.consume(self._batch_limit, 0)
+        began = self._last_commit_began
+        self._last_commit_began = None
         if messages:
+            if (
+                began is not None
+                and self._batch_started is None
+                and len(messages) < self._batch_limit
+            ):
+                # They arrived while the last batch committed: their interval began with that
+                # commit, not after it (with a backlog, whole batches, the interval counts as
+                # usual, so that commits do not follow each other back to back).
+                self._batch_started = began
             return messages
         first = consumer.poll(self._poll_timeout_s())
         if first is None:
@@ -232,6 +245,7 @@ class StreamLoop:
         changed = [p for p, task in tasks.items() if task.has_changes(checkpoint_clocks)]
         if not (self._uncommitted or self._writer.in_transaction or changed):
             return
+        commit_began = time.monotonic()
         # The batch's lingering outputs travel while its state is encoded.
         self._writer.send_now()
         encoded = {p: tasks[p].changes() for p in changed}
@@ -250,6 +264,7 @@ class StreamLoop:
         for task in self._assignment.tasks.values():
             task.written_bytes = 0
         self._batch_started = None
+        self._last_commit_began = commit_began
         self._counts.totals["commits"] += 1
         self._counts.committed()
         self._metrics.committed(latency_s)
