@@ -114,6 +114,7 @@ def run_latency(options: LatencyOptions) -> dict[str, Any]:
             feed_began = time.time()
             _feed(feeder, topic, updates, options)
             feed_ended = time.time()
+            del feeder  # closed here, not after the broker has stopped (connection-refused noise)
             reader.join(timeout=60 + options.seconds * 0.1)
             if reader.is_alive():
                 reader.terminate()
