@@ -52,28 +52,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
-ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+from hydrator.engines.spark.session import spark_session
+
 MODES = ("none", "map", "value", "value-burst")
-
-
-def spark_session(shuffle_partitions: int) -> SparkSession:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("spark-state-api")
-        .config("spark.pyspark.python", sys.executable)
-        .config("spark.python.worker.reuse", "true")
-        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-        .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
-        .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
-        # processing-time timers would make every batch ask for an empty one after it
-        .config("spark.sql.streaming.noDataMicroBatches.enabled", "false")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
 
 
 class PerKeyState(StatefulProcessor):
@@ -226,7 +207,10 @@ def main() -> None:
     parser.add_argument("--shuffle-partitions", type=int, default=4)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="spark-state-api-"))
-    spark = spark_session(args.shuffle_partitions)
+    # processing-time timers would make every batch ask for an empty one after it
+    no_empty_batches = {"spark.sql.streaming.noDataMicroBatches.enabled": "false"}
+    spark = spark_session("spark-state-api", "local[2]", args.shuffle_partitions, no_empty_batches)
+    spark.sparkContext.setLogLevel("ERROR")
     results = []
     try:
         for mode in args.modes.split(","):
