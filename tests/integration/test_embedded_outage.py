@@ -241,7 +241,7 @@ def _wait_until_committed(
             time.sleep(1)
     finally:
         consumer.close()
-    raise AssertionError(f"not all of {topic} committed within {timeout_s}s:\n{process.log}")
+    raise AssertionError(f"{topic} not committed and unparked in {timeout_s}s:\n{process.log}")
 
 
 def _last_progress(log: str) -> str:
