@@ -52,6 +52,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
+from bench.spark_floor import batch_walls
 from hydrator.engines.spark.session import spark_session
 
 MODES = ("none", "map", "value", "value-burst")
@@ -180,7 +181,7 @@ def measure(spark: SparkSession, mode: str, args: argparse.Namespace, work: Path
     if query.exception() is not None:
         raise RuntimeError(f"{mode}: {query.exception()}")
     batches = [p for p in query.recentProgress if p["numInputRows"]][1:]
-    wall = statistics.median(p["durationMs"]["triggerExecution"] / 1000 for p in batches)
+    wall = statistics.median(batch_walls(query)[1:])  # the first, the warm-up, dropped
     python_us = statistics.median(used.get(p["batchId"], 0) for p in batches)
     return Result(
         mode,
