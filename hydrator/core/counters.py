@@ -60,7 +60,10 @@ COUNTERS: tuple[CounterSpec, ...] = (
     # -- the embedded engine ---------------------------------------------------------------------
     _embedded("records", "Input records read (handoff records not included)."),
     _embedded("handoffs_received", "Handoff records read from the handoff topic."),
-    _embedded("handoffs_local", "Handoffs applied within their task, without the handoff topic."),
+    _embedded(
+        "handoffs_local",
+        "Handoffs applied by the process that made them, without the handoff topic.",
+    ),
     _embedded("commits", "Transactions committed."),
     _embedded("restarts", "In-process restarts after a Kafka failure."),
     _embedded("oversize_records", "Outputs or handoffs too large for their topic (to the DLQ)."),

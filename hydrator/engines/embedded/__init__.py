@@ -9,6 +9,7 @@ topics.py         check inputs, create outputs and internal topics
 loop.py           poll -> task -> commit; rebalance callbacks
 assignment.py     the tasks owned now, opened (restored) and closed on rebalance
 task.py           one partition's processor: core calls, state cache, timers
+local_handoffs.py key-change handoffs between this process's tasks, applied in the same batch
 clock.py          a task's processing clock (downtime not counted) and its catch-up gate
 timers.py         per-task deadline index for Hydrator.tick
 transaction.py    one Kafka transaction per batch: outputs, handoffs, DLQ, changelog, offsets

@@ -21,6 +21,7 @@ from hydrator.core.hydrator import Hydrator
 from hydrator.engines.embedded.changelog import committed_by_partition
 from hydrator.engines.embedded.clock import CatchUp
 from hydrator.engines.embedded.counts import RunCounts
+from hydrator.engines.embedded.local_handoffs import LocalHandoffs
 from hydrator.engines.embedded.restore import Restorer
 from hydrator.engines.embedded.state_dir import StateDirectory
 from hydrator.engines.embedded.task import DEFAULT_CACHE_BYTES, Sink, Task
@@ -56,6 +57,8 @@ class Assignment:
         with `large_value_compression`;
         `on_change` hears the task numbers owned after each change."""
         self.tasks: dict[int, Task] = {}
+        # Handoffs whose new key one of these tasks owns are applied without the handoff topic.
+        self._local_handoffs = LocalHandoffs(self.tasks)
         self._suspended: dict[int, Task] = {}
         self.partitions: list[TopicPartition] = []
         self.assigned_once = False
@@ -128,6 +131,7 @@ class Assignment:
             cache_bytes,
             self._large_value_threshold,
             self._large_value_compression,
+            self._local_handoffs,
         )
         task.repair(repairs)
         return task

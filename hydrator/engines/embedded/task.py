@@ -22,7 +22,6 @@ engine runs, and fire only once the task has caught up with what was waiting whe
 from __future__ import annotations
 
 import logging
-from collections import deque
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -42,6 +41,7 @@ from hydrator.engines.embedded.clock import (
     encode_reading,
 )
 from hydrator.engines.embedded.counts import UNATTRIBUTED, RunCounts
+from hydrator.engines.embedded.local_handoffs import LocalHandoffs
 from hydrator.engines.embedded.timers import DeadlineIndex
 from hydrator.engines.embedded.topology import Topology
 from hydrator.events import RawRecord
@@ -110,7 +110,10 @@ class Task:
         cache_bytes: int = DEFAULT_CACHE_BYTES,
         large_value_threshold: int | None = DEFAULT_THRESHOLD,
         large_value_compression: str = DEFAULT_COMPRESSION,
+        local_handoffs: LocalHandoffs | None = None,
     ) -> None:
+        """`local_handoffs`: the queue this task shares with the other tasks of its process
+        (local_handoffs.py); without one, only handoffs to this task's own partition stay local."""
         self.partition = partition
         self.store = store
         self.dirty: dict[bytes, StateRecord | None] = {}
@@ -146,7 +149,7 @@ class Task:
         self._counts = counts
         self._deadlines = DeadlineIndex()
         self._parked: set[bytes] = set()
-        self._local_handoffs: deque[Handoff] = deque()
+        self._local_handoffs = local_handoffs or LocalHandoffs({partition: self})
         # Rows in the store (committed), and of each row key changed in the open batch whether
         # the store had it before, so a commit keeps the count exact.
         self.state_keys = 0
@@ -166,11 +169,12 @@ class Task:
             state = self.state(key)
             step = self._hydrator.process(state, record, route, now_ms)
             self._apply(record.topic, key, state, step)
-        self._drain_local_handoffs(now_ms)
+        self._local_handoffs.drain()
 
     def receive_handoff(self, handoff: Handoff, now_ms: int) -> None:
-        self._receive_handoff(handoff, now_ms)
-        self._drain_local_handoffs(now_ms)
+        """A handoff read from the handoff topic."""
+        self.apply_handoff(handoff, now_ms)
+        self._local_handoffs.drain()
 
     def dead_letter(self, dead: DeadLetter) -> None:
         """A record the engine itself cannot read (a corrupt handoff)."""
@@ -184,7 +188,7 @@ class Task:
                 continue
             topic = key.split(b"\x00", 1)[0].decode()
             self._apply(topic, key, state, self._hydrator.tick(state, now_ms))
-        self._drain_local_handoffs(now_ms)
+        self._local_handoffs.drain()
 
     # -- state -------------------------------------------------------------------------------
 
@@ -426,7 +430,9 @@ class Task:
             self._routes_used += cost
         return route
 
-    def _receive_handoff(self, handoff: Handoff, now_ms: int) -> None:
+    def apply_handoff(self, handoff: Handoff, now_ms: int) -> None:
+        """Apply a handoff to its new key's state, without draining the local queue (its caller
+        does)."""
         key = state_key(handoff.topic, handoff.new_key)
         state = self.state(key)
         step = self._hydrator.receive_handoff(state, handoff, now_ms)
@@ -468,8 +474,8 @@ class Task:
             self._sink.dead(dead.to_output())
         for handoff in step.handoffs:
             target = self._topology.handoff_partition(handoff)
-            if target == self.partition:
-                self._local_handoffs.append(handoff)
+            if self._local_handoffs.owns(target):
+                self._local_handoffs.put(target, handoff)
                 self._counts.batch(topic)["handoffs_local"] += 1
             else:
                 self._sink.handoff(target, handoff)
@@ -477,11 +483,6 @@ class Task:
         for name, n in step.counts.items():
             counts[name] += n
         return emitted
-
-    def _drain_local_handoffs(self, now_ms: int) -> None:
-        # A queue, not recursion: a released record can itself be a key change.
-        while self._local_handoffs:
-            self._receive_handoff(self._local_handoffs.popleft(), now_ms)
 
     def _remember(self, key: bytes, decoded: Any, encoded_size: int) -> None:
         """Cache a state (or a large value) under its store key."""

@@ -1,0 +1,81 @@
+"""A chain of primary-key changes waiting in a backlog, hydrated with long batches.
+
+Each CREATE of the chain waits for the handoff of the DELETE before it, and that DELETE sits
+behind the previous CREATE of the chain. Through the handoff topic every hop took one commit
+interval, so after an outage a chain longer than `--handoff-timeout` / `--commit-interval` hops
+came out unresolved at its end. Within one process every hop is applied in the batch that made it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+
+from hydrator.kafka.partitioner import partition_for_key
+from tests.harness.cdc_events import ToastTable, after_of, key_bytes
+from tests.harness.hydrator_process import HydratorProcess, run_args
+from tests.harness.kafka import Broker
+from tests.harness.topics import create_topic, produce, read_topic
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 4
+HOPS = 8
+
+
+def _chain(length: int) -> list[int]:
+    """Keys whose consecutive members live in different partitions."""
+    chain = [1]
+    while len(chain) < length:
+        previous = partition_for_key(key_bytes(chain[-1]), PARTITIONS)
+        chain.append(
+            next(
+                k
+                for k in range(chain[-1] + 1, 10_000)
+                if partition_for_key(key_bytes(k), PARTITIONS) != previous
+            )
+        )
+    return chain
+
+
+def test_a_chain_of_key_changes_in_a_backlog_is_filled_with_long_batches(
+    kafka_broker: Broker, unique_name: str, tmp_path: Path
+) -> None:
+    bootstrap = kafka_broker.bootstrap_servers
+    source, output = f"{unique_name}.items", f"{unique_name}.out"
+    create_topic(bootstrap, source, PARTITIONS)
+    chain = _chain(HOPS + 1)
+    table = ToastTable(doc_size=500)
+    records = [table.insert(chain[0])]
+    for old, new in itertools.pairwise(chain):
+        records += table.change_key(old, new)
+    produce(bootstrap, source, records)
+
+    # Eight hops through the handoff topic would take eight 3 s batches, far past the 5 s
+    # timeout; one process owns every partition, so none has to.
+    args = run_args(
+        bootstrap,
+        unique_name,
+        [source],
+        tmp_path / "state",
+        "--workers",
+        "1",
+        "--commit-interval",
+        "3s",
+        "--handoff-timeout",
+        "5s",
+        output_topic=output,
+    )
+    with HydratorProcess(args, tmp_path / "run.log") as process:
+        process.wait_for_log(rf"parked 0, dead letters 0, records {len(records)}, commits [1-9]")
+        assert process.terminate() == 0, process.log
+
+    outputs = read_topic(bootstrap, output)
+    creates = [out for out in outputs if out.key in {key_bytes(k) for k in chain[1:]}]
+    assert len(creates) == HOPS, [out.value for out in outputs]
+    for out in creates:
+        lsn, after = after_of(out.value)
+        assert out.header("hydrator.unresolved") is None, process.log
+        assert after == table.expected_after[lsn], process.log
