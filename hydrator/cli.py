@@ -395,6 +395,15 @@ def cli() -> None:
     help="How often a transaction commits.",
 )
 @click.option(
+    "--backlog-commit-interval",
+    type=Duration(),
+    default="5s",
+    show_default=True,
+    envvar=_env("backlog_commit_interval"),
+    help="Embedded: how long a transaction may stay open while 5,000 or more input records "
+    "wait (a backlog); no more than --commit-interval commits at that pace always.",
+)
+@click.option(
     "--progress-interval",
     type=Duration(),
     default="10s",
@@ -739,6 +748,7 @@ def build_config(options: dict[str, Any]) -> RunConfig:
         kafka_properties=properties,
         hydration=hydration,
         commit_interval_ms=options["commit_interval"],
+        backlog_commit_interval_ms=options["backlog_commit_interval"],
         state_cache_bytes=options["state_cache_bytes"],
         large_value_threshold=options["large_value_threshold"] or None,
         large_value_compression=options["large_value_compression"],

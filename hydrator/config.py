@@ -101,6 +101,8 @@ class RunConfig:
     kafka_properties: Mapping[str, str] = field(default_factory=dict)
     hydration: HydrationSettings = field(default_factory=HydrationSettings)
     commit_interval_ms: int = 100
+    # Embedded: how long a batch may stay open while a backlog waits (engines/embedded/loop.py).
+    backlog_commit_interval_ms: int = 5_000
     progress_interval_s: float = 10.0
     # How long a start-up (and a restart after an outage) waits for a broker to answer.
     startup_timeout_ms: int = 300_000

@@ -136,6 +136,7 @@ class EmbeddedEngine:
             config.commit_interval_ms,
             self.run_counts,
             watchdog.in_call_with_time,
+            backlog_commit_interval_ms=config.backlog_commit_interval_ms,
         )
         self.worker = worker
         self._stop = threading.Event()
@@ -350,6 +351,7 @@ class EmbeddedEngine:
                 available_now,
                 progress,
                 self.metrics,
+                config.backlog_commit_interval_ms,
             )
             self.metrics.enter(Phase.RUNNING, assignment)
             loop.run(self._should_stop)

@@ -2,6 +2,11 @@
 
 Commits happen every `commit_interval_ms` (and before a rebalance takes partitions away); each
 commit is one Kafka transaction carrying the batch's outputs, state changes and input offsets.
+While a backlog waits (BACKLOG_RECORDS or more input records behind: after downtime, or input
+faster than the engine), a batch stays open up to `backlog_commit_interval_ms` instead: a
+transaction costs the same whatever it holds, and a key that changes again within one is written
+to state and changelog once, so the backlog drains sooner. Its records have waited anyway; once
+the engine has caught up, batches commit at `commit_interval_ms` again.
 Each task is given its own processing-clock time, and fires timers only once it has caught up
 with what was waiting in its partitions when it was assigned (clock.py).
 """
@@ -21,7 +26,7 @@ from hydrator.core.records import DeadLetter
 from hydrator.engines.embedded.assignment import Assignment
 from hydrator.engines.embedded.available_now import AvailableNow
 from hydrator.engines.embedded.counts import RunCounts
-from hydrator.engines.embedded.metrics import EmbeddedMetrics, Phase
+from hydrator.engines.embedded.metrics import EmbeddedMetrics, Phase, partition_lag
 from hydrator.engines.embedded.progress import ProgressSink
 from hydrator.engines.embedded.topics import check_topic_error
 from hydrator.engines.embedded.topology import Topology
@@ -53,6 +58,9 @@ GC_GEN0_THRESHOLD = 20_000
 # Until the first records tell their size.
 FIRST_BATCH = 256
 AVAILABLE_NOW_CHECK_S = 0.25
+# Input records waiting in the owned partitions from which the engine counts as behind. A few
+# batches' worth: a steady stream the engine keeps up with never lags this much between commits.
+BACKLOG_RECORDS = 5_000
 COMMITTED_TIMEOUT_S = 60.0
 
 
@@ -68,13 +76,17 @@ class StreamLoop:
         available_now: AvailableNow | None,
         progress: ProgressSink,
         metrics: EmbeddedMetrics,
+        backlog_commit_interval_ms: int | None = None,
     ) -> None:
+        """`backlog_commit_interval_ms`: how long a batch may stay open while a backlog waits
+        (None, or no longer than `commit_interval_ms`: batches never stretch)."""
         self._consumer = consumer
         self._writer = writer
         self._assignment = assignment
         self._topology = topology
         self._counts = counts
         self._commit_interval_s = commit_interval_ms / 1000
+        self._backlog_interval_s = max(backlog_commit_interval_ms or 0, commit_interval_ms) / 1000
         self._available_now = available_now
         self._progress = progress
         self._metrics = metrics
@@ -236,7 +248,17 @@ class StreamLoop:
             # Timers alone can change state or produce.
             tasks = self._assignment.tasks.values()
             return self._writer.in_transaction or any(t.has_changes() for t in tasks)
-        return time.monotonic() - self._batch_started >= self._commit_interval_s
+        open_s = time.monotonic() - self._batch_started
+        if open_s < self._commit_interval_s:
+            return False
+        return open_s >= self._backlog_interval_s or not self._behind()
+
+    def _behind(self) -> bool:
+        """Whether a backlog waits in the owned input partitions (as last fetched)."""
+        if self._backlog_interval_s <= self._commit_interval_s:
+            return False
+        lag = partition_lag(self._consumer, self._assignment, self._topology)
+        return sum(lag.values()) >= BACKLOG_RECORDS
 
     def commit(self, checkpoint_clocks: bool = False) -> None:
         """Commit the open batch. `checkpoint_clocks`: the tasks stop here or may move to another

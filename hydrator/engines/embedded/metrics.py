@@ -12,7 +12,8 @@ the process anyway).
 
 Ready: running its poll loop (not starting, restoring, waiting for a broker or restarting), given
 its partitions by the group, and no read record has waited for a commit longer than
-READY_COMMIT_INTERVALS x --commit-interval (at least READY_MIN_S).
+READY_COMMIT_INTERVALS x --commit-interval (at least READY_MIN_S, and at least twice
+--backlog-commit-interval, how long a batch may stay open while a backlog waits).
 """
 
 from __future__ import annotations
@@ -52,10 +53,15 @@ class EmbeddedMetrics:
         counts: RunCounts,
         in_kafka_call: Callable[[], bool] = lambda: False,
         clock: Callable[[], float] = time.monotonic,
+        backlog_commit_interval_ms: int = 0,
     ) -> None:
         """`in_kafka_call`: whether the engine's thread is in a Kafka call that still has time."""
         self.run = RunMetrics(application_id, "embedded", input_topics, clock)
-        self.ready_within_s = max(READY_COMMIT_INTERVALS * commit_interval_ms / 1000, READY_MIN_S)
+        self.ready_within_s = max(
+            READY_COMMIT_INTERVALS * commit_interval_ms / 1000,
+            2 * backlog_commit_interval_ms / 1000,
+            READY_MIN_S,
+        )
         self.phase = Phase.STARTING
         self._counts = counts
         self._in_kafka_call = in_kafka_call

@@ -1,0 +1,60 @@
+"""When a batch is due: at --commit-interval while the engine keeps up, up to
+--backlog-commit-interval while a backlog waits in its partitions."""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+import pytest
+from confluent_kafka import TopicPartition
+
+from hydrator.engines.embedded.loop import BACKLOG_RECORDS, StreamLoop
+from hydrator.engines.embedded.topology import Topology
+
+TOPOLOGY = Topology("app", {"db.orders": "db.orders.out"}, 2)
+
+
+class FetchedConsumer:
+    """What the consumer last fetched: each input partition `lag` records past its position."""
+
+    def __init__(self, lag: int) -> None:
+        self.lag = lag
+
+    def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        return [TopicPartition(tp.topic, tp.partition, 100) for tp in partitions]
+
+    def get_watermark_offsets(self, tp: TopicPartition, cached: bool) -> tuple[int, int]:
+        assert cached  # never a broker round trip on the hot path
+        return 0, 100 + self.lag
+
+
+def _loop(open_s: float, lag_per_partition: int, backlog_interval_ms: int) -> StreamLoop:
+    loop = StreamLoop.__new__(StreamLoop)  # only the commit decision is exercised
+    loop._consumer = FetchedConsumer(lag_per_partition)  # type: ignore[assignment]
+    loop._topology = TOPOLOGY
+    partitions = [TopicPartition("db.orders", p) for p in range(2)]
+    partitions += [TopicPartition(TOPOLOGY.handoff_topic, p) for p in range(2)]
+    loop._assignment = SimpleNamespace(tasks={}, partitions=partitions)  # type: ignore[assignment]
+    loop._uncommitted = 10
+    loop._commit_interval_s = 0.1
+    loop._backlog_interval_s = max(backlog_interval_ms, 100) / 1000
+    loop._batch_started = time.monotonic() - open_s
+    return loop
+
+
+@pytest.mark.parametrize(
+    ("open_s", "lag", "due"),
+    [
+        (0.05, 0, False),  # the commit interval has not run out
+        (0.2, 10, True),  # caught up: every commit interval
+        (0.2, BACKLOG_RECORDS, False),  # behind: the batch stays open...
+        (5.1, BACKLOG_RECORDS, True),  # ...up to the backlog interval
+    ],
+)
+def test_a_batch_stays_open_while_a_backlog_waits(open_s: float, lag: int, due: bool) -> None:
+    assert _loop(open_s, lag // 2, backlog_interval_ms=5000)._commit_due() is due
+
+
+def test_a_backlog_interval_no_longer_than_the_commit_interval_never_stretches() -> None:
+    assert _loop(0.2, BACKLOG_RECORDS, backlog_interval_ms=100)._commit_due() is True
