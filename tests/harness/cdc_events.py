@@ -9,12 +9,15 @@ hydrated output against it.
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+
+from hydrator.kafka.partitioner import partition_for_key
 
 PLACEHOLDER = "__debezium_unavailable_value"
 OLD_KEY_HEADER = "__debezium.oldkey"
@@ -108,6 +111,25 @@ class ToastTable:
                 to_old,
             ),
         ]
+
+    def key_change_chain(self, length: int, partitions: int) -> tuple[list[int], list[Record]]:
+        """A row inserted, then its key changed `length` - 1 times, each time to a key that
+        Kafka's default partitioner puts in another of `partitions` partitions than the last:
+        (the keys in order, the records)."""
+        chain = [1]
+        while len(chain) < length:
+            previous = partition_for_key(key_bytes(chain[-1]), partitions)
+            chain.append(
+                next(
+                    k
+                    for k in itertools.count(chain[-1] + 1)
+                    if partition_for_key(key_bytes(k), partitions) != previous
+                )
+            )
+        records = [self.insert(chain[0])]
+        for old, new in itertools.pairwise(chain):
+            records += self.change_key(old, new)
+        return chain, records
 
     def workload(self, keys: int, updates_per_key: int) -> Iterator[Record]:
         """Inserts, then rounds of updates (every fifth one rewrites the TOASTed column)."""

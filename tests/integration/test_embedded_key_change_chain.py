@@ -8,14 +8,12 @@ came out unresolved at its end. Within one process every hop is applied in the b
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
 
 import orjson
 import pytest
 
-from hydrator.kafka.partitioner import partition_for_key
-from tests.harness.cdc_events import ToastTable, after_of, key_bytes
+from tests.harness.cdc_events import ToastTable, after_of
 from tests.harness.hydrator_process import HydratorProcess, run_args
 from tests.harness.kafka import Broker
 from tests.harness.topics import create_topic, produce, read_topic
@@ -26,32 +24,14 @@ PARTITIONS = 4
 HOPS = 8
 
 
-def _chain(length: int) -> list[int]:
-    """Keys whose consecutive members live in different partitions."""
-    chain = [1]
-    while len(chain) < length:
-        previous = partition_for_key(key_bytes(chain[-1]), PARTITIONS)
-        chain.append(
-            next(
-                k
-                for k in range(chain[-1] + 1, 10_000)
-                if partition_for_key(key_bytes(k), PARTITIONS) != previous
-            )
-        )
-    return chain
-
-
 def test_a_chain_of_key_changes_in_a_backlog_is_filled_with_long_batches(
     kafka_broker: Broker, unique_name: str, tmp_path: Path
 ) -> None:
     bootstrap = kafka_broker.bootstrap_servers
     source, output = f"{unique_name}.items", f"{unique_name}.out"
     create_topic(bootstrap, source, PARTITIONS)
-    chain = _chain(HOPS + 1)
     table = ToastTable(doc_size=500)
-    records = [table.insert(chain[0])]
-    for old, new in itertools.pairwise(chain):
-        records += table.change_key(old, new)
+    _, records = table.key_change_chain(HOPS + 1, PARTITIONS)
     produce(bootstrap, source, records)
 
     # Eight hops through the handoff topic would take eight 3 s batches, far past the 5 s

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
 
 import orjson
@@ -107,20 +106,8 @@ def test_a_chain_of_key_changes_across_the_tasks_of_one_process_resolves_at_once
         tasks[p] = Task(
             p, debezium_hydrator(), store, topology, sink, RunCounts(), local_handoffs=local
         )
-    chain = [1]
-    while len(chain) < 6:
-        taken = {partition_for_key(key_bytes(chain[-1]), PARTITIONS)}
-        chain.append(
-            next(
-                k
-                for k in range(chain[-1] + 1, 5000)
-                if partition_for_key(key_bytes(k), PARTITIONS) not in taken
-            )
-        )
     table = ToastTable()
-    records = [table.insert(chain[0])]
-    for old, new in itertools.pairwise(chain):
-        records += table.change_key(old, new)
+    chain, records = table.key_change_chain(6, PARTITIONS)
     # CREATEs first, as a backlog read partition by partition can deliver them: each parks.
     records.sort(key=lambda record: record[2] == [] or record[2][0][0] != "__debezium.oldkey")
     for offset, record in enumerate(records):
