@@ -255,8 +255,6 @@ class StreamLoop:
 
     def _behind(self) -> bool:
         """Whether a backlog waits in the owned input partitions (as last fetched)."""
-        if self._backlog_interval_s <= self._commit_interval_s:
-            return False
         lag = partition_lag(self._consumer, self._assignment, self._topology)
         return sum(lag.values()) >= BACKLOG_RECORDS
 
