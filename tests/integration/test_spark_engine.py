@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections import defaultdict
+from collections import Counter, defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from tests.harness.cdc_events import ToastTable, after_of
 from tests.harness.hydrator_process import HydratorProcess, run_to_completion
 from tests.harness.kafka import Broker
 from tests.harness.postgres import PgDatabase
-from tests.harness.topics import create_topic, end_offsets, produce, read_topic
+from tests.harness.topics import Consumed, create_topic, end_offsets, produce, read_topic
 
 pytestmark = pytest.mark.integration
 
@@ -112,27 +113,34 @@ def _key_changes_across_partitions(records: list[oracle.Captured]) -> list[str]:
     return moves
 
 
-def test_killed_query_resumes_from_its_checkpoint(
-    kafka_broker: Broker, unique_name: str, tmp_path: Path
-) -> None:
-    bootstrap = kafka_broker.bootstrap_servers
-    source = f"{unique_name}.items"
+@dataclass
+class KillAndResume:
+    table: ToastTable
+    source: str
+    output: str
+    placed: list[tuple[int, int]]
+    outputs: list[Consumed]
+    first_by_source: dict[str, bytes | None]
+    duplicates: int
+
+    @property
+    def missing(self) -> set[str]:
+        return {f"{self.source}:{p}:{o}" for p, o in self.placed} - set(self.first_by_source)
+
+
+def _kill_and_resume(bootstrap: str, name: str, state_dir: Path, batch_limit: int) -> KillAndResume:
+    """Run the query, kill it after a third of the outputs, run it again to the end."""
+    source = f"{name}.items"
     output = f"{source}.hydrated"
     create_topic(bootstrap, source, PARTITIONS)
     table = ToastTable(doc_size=2500)
     records = list(table.workload(keys=200, updates_per_key=15))
     placed = produce(bootstrap, source, records)
-    batch_limit = 400
     args = spark_args(
-        bootstrap,
-        unique_name,
-        [source],
-        tmp_path / "state",
-        "--max-offsets-per-trigger",
-        str(batch_limit),
+        bootstrap, name, [source], state_dir, "--max-offsets-per-trigger", str(batch_limit)
     )
 
-    with HydratorProcess(args, tmp_path / "first.log") as first:
+    with HydratorProcess(args, state_dir.parent / f"{state_dir.name}-first.log") as first:
         _wait_for_outputs(bootstrap, output, len(records) // 3, first)
         first.kill()
     done = run_to_completion([*args, "--available-now"], timeout_s=SPARK_TIMEOUT_S)
@@ -150,30 +158,62 @@ def test_killed_query_resumes_from_its_checkpoint(
             assert out.value == first_by_source[src], f"{src} re-emitted differently"
         else:
             first_by_source[src] = out.value
-    missing = {f"{source}:{p}:{o}" for p, o in placed} - set(first_by_source)
-    assert not missing, _loss_report(kafka_broker, output, missing, outputs, tmp_path)
+    return KillAndResume(table, source, output, placed, outputs, first_by_source, duplicates)
+
+
+def test_killed_query_resumes_from_its_checkpoint(
+    kafka_broker: Broker, unique_name: str, tmp_path: Path
+) -> None:
+    bootstrap = kafka_broker.bootstrap_servers
+    batch_limit = 400
+    run = _kill_and_resume(bootstrap, unique_name, tmp_path / "state", batch_limit)
+    if run.missing and _not_served_by_the_broker(kafka_broker, run):
+        # Tansu acknowledged these records and counted their offsets but serves none of them
+        # (docs/testing.md): the run says nothing about the engine, so it is made again.
+        print(f"the broker lost {len(run.missing)} acknowledged records: running again")
+        again = f"{unique_name}-again"
+        run = _kill_and_resume(bootstrap, again, tmp_path / "state-again", batch_limit)
+    assert not run.missing, _loss_report(kafka_broker, run, tmp_path)
     # only the batch the kill interrupted is written twice
-    assert duplicates <= batch_limit
+    assert run.duplicates <= batch_limit
     per_key: dict[bytes | None, list[int]] = defaultdict(list)
     seen: set[str] = set()
-    for out in outputs:
+    for out in run.outputs:
         src = out.header(HEADER_SOURCE).decode()
         if src not in seen:
             seen.add(src)
             per_key[out.key].append(after_of(out.value)[0])
     assert all(lsns == sorted(lsns) for lsns in per_key.values()), "a key's events reordered"
     print(
-        f"spark restart: inputs {len(records)}, outputs {len(outputs)}, "
-        f"duplicates {duplicates} (batch limit {batch_limit})"
+        f"spark restart: inputs {len(run.placed)}, outputs {len(run.outputs)}, "
+        f"duplicates {run.duplicates} (batch limit {batch_limit})"
     )
 
 
-def _loss_report(
-    broker: Broker, output: str, missing: set[str], outputs: list, tmp_path: Path
-) -> str:
+def _not_served_by_the_broker(broker: Broker, run: KillAndResume) -> bool:
+    """Whether every missing record is matched, partition by partition, by an offset of the
+    output log that holds no record a reader gets. The sink writes without transactions, so the
+    log has no markers: such an offset is a record the broker acknowledged and lost. A record
+    the engine never wrote leaves no such offset."""
+    if broker.kind != "tansu":
+        return False
+    missing_per_partition = Counter(int(m.rsplit(":", 2)[1]) for m in run.missing)
+    uncommitted = read_topic(broker.bootstrap_servers, run.output, isolation="read_uncommitted")
+    served = Counter(p for p, _ in {(r.partition, r.offset) for r in uncommitted})
+    ends = end_offsets(broker.bootstrap_servers, run.output)
+    unserved = {p: end - served[p] for p, end in ends.items() if end > served[p]}
+    return unserved == dict(missing_per_partition)
+
+
+def _loss_report(broker: Broker, run: KillAndResume, tmp_path: Path) -> str:
     """What a lost record's trail looks like: which micro-batch read it (the checkpoint's offset
     log), and whether a read_uncommitted reader sees more than the read_committed one did."""
-    bootstrap = broker.bootstrap_servers
+    bootstrap, output, missing, outputs = (
+        broker.bootstrap_servers,
+        run.output,
+        run.missing,
+        run.outputs,
+    )
     lines = [f"lost {len(missing)} records: {sorted(missing, key=_source_order)[:40]}"]
     uncommitted = read_topic(bootstrap, output, isolation="read_uncommitted")
     lines.append(
@@ -181,6 +221,7 @@ def _loss_report(
         f"log ends {end_offsets(bootstrap, output)}"
     )
     seen_uncommitted = {out.header(HEADER_SOURCE).decode() for out in uncommitted}
+    lines += [f"output partition {p}: offsets not read {gaps}" for p, gaps in _gaps(uncommitted)]
     lines.append(f"lost but visible read_uncommitted: {len(missing & seen_uncommitted)}")
     for log in sorted(tmp_path.glob("**/offsets/[0-9]*"), key=lambda p: int(p.name))[:6]:
         lines.append(f"{log}: {log.read_text().splitlines()[-1][:300]}")
@@ -188,6 +229,23 @@ def _loss_report(
         lines.append(f"committed batch {log.name}")
     lines += [f"broker: {line[:400]}" for line in broker.logged_errors()[-20:]]
     return "\n".join(lines)
+
+
+def _gaps(records: list) -> list[tuple[int, list[tuple[int, int]]]]:
+    """Per partition, the offset ranges [first, last] a reader did not get."""
+    by_partition: dict[int, list[int]] = defaultdict(list)
+    for r in records:
+        by_partition[r.partition].append(r.offset)
+    found = []
+    for partition, offsets in sorted(by_partition.items()):
+        expected, gaps = 0, []
+        for offset in sorted(offsets):
+            if offset > expected:
+                gaps.append((expected, offset - 1))
+            expected = offset + 1
+        if gaps:
+            found.append((partition, gaps))
+    return found
 
 
 def _source_order(source: str) -> tuple[int, int]:
