@@ -115,7 +115,6 @@ def _key_changes_across_partitions(records: list[oracle.Captured]) -> list[str]:
 
 @dataclass
 class KillAndResume:
-    table: ToastTable
     source: str
     output: str
     placed: list[tuple[int, int]]
@@ -158,7 +157,7 @@ def _kill_and_resume(bootstrap: str, name: str, state_dir: Path, batch_limit: in
             assert out.value == first_by_source[src], f"{src} re-emitted differently"
         else:
             first_by_source[src] = out.value
-    return KillAndResume(table, source, output, placed, outputs, first_by_source, duplicates)
+    return KillAndResume(source, output, placed, outputs, first_by_source, duplicates)
 
 
 def test_killed_query_resumes_from_its_checkpoint(
@@ -208,12 +207,8 @@ def _not_served_by_the_broker(broker: Broker, run: KillAndResume) -> bool:
 def _loss_report(broker: Broker, run: KillAndResume, tmp_path: Path) -> str:
     """What a lost record's trail looks like: which micro-batch read it (the checkpoint's offset
     log), and whether a read_uncommitted reader sees more than the read_committed one did."""
-    bootstrap, output, missing, outputs = (
-        broker.bootstrap_servers,
-        run.output,
-        run.missing,
-        run.outputs,
-    )
+    bootstrap = broker.bootstrap_servers
+    output, missing, outputs = run.output, run.missing, run.outputs
     lines = [f"lost {len(missing)} records: {sorted(missing, key=_source_order)[:40]}"]
     uncommitted = read_topic(bootstrap, output, isolation="read_uncommitted")
     lines.append(
