@@ -271,3 +271,16 @@ def test_a_missing_input_topic_is_a_configuration_error(
     done = run_to_completion([*args, "--available-now"], timeout_s=120)
     assert done.returncode == 2, done.stderr[-5000:]
     assert f"--input-topic {missing}: the topic does not exist" in done.stderr
+
+
+def test_sigterm_while_the_session_starts_stops_the_run_cleanly(
+    kafka_broker: Broker, unique_name: str, tmp_path: Path
+) -> None:
+    bootstrap = kafka_broker.bootstrap_servers
+    source = f"{unique_name}.items"
+    create_topic(bootstrap, source, PARTITIONS)
+    args = spark_args(bootstrap, unique_name, [source], tmp_path / "state")
+    with HydratorProcess(args, tmp_path / "engine.log") as engine:
+        engine.wait_for_log(r"Spark master", timeout_s=120)  # before the query starts
+        assert engine.terminate(timeout_s=120) == 0, engine.log[-3000:]
+    assert "signal 15: stopping the query" in engine.log

@@ -53,6 +53,7 @@ class SparkEngine:
         self.checkpoint = checkpoint_location(config.state_dir, config.application_id)
         self.metrics = SparkMetrics(config.application_id, config.input_topics)
         self._stop = threading.Event()
+        self._query: StreamingQuery | None = None
 
     # -- set-up --------------------------------------------------------------------------------
 
@@ -140,6 +141,9 @@ class SparkEngine:
     # -- running -------------------------------------------------------------------------------
 
     def run(self) -> None:
+        # From the first moment: a signal while the session starts up, or just as the query
+        # starts, must stop the run cleanly rather than kill the process.
+        self._stop_on_signals()
         self._check_client_properties()
         partitions = self._input_partitions()
         # As many shuffle partitions as input partitions, the parallelism the source has: each
@@ -185,8 +189,10 @@ class SparkEngine:
         return stored_totals(spark, str(self.checkpoint))
 
     def _continuous(self, spark: SparkSession, spec: QuerySpec) -> None:
+        if self._stop.is_set():
+            return
         query = writer(spark, spec).trigger(processingTime=TRIGGER_INTERVAL).start()
-        self._stop_on_signals(query)
+        self._running(query)
         query.awaitTermination()
 
     def _available_now(self, spark: SparkSession, spec: QuerySpec) -> None:
@@ -197,7 +203,7 @@ class SparkEngine:
         spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")
         while not self._stop.is_set():
             query = writer(spark, spec).trigger(availableNow=True).start()
-            self._stop_on_signals(query)
+            self._running(query)
             query.awaitTermination()
             run = observed(query)
             counts = {k: v for k, v in run.items() if v}
@@ -222,14 +228,21 @@ class SparkEngine:
         producer.produce(handoff_topic, value=None, key=None, partition=0)
         producer.flush(30)
 
-    def _stop_on_signals(self, query: StreamingQuery) -> None:
+    def _stop_on_signals(self) -> None:
         def stop(signum: int, _frame: Any) -> None:
             log.info("signal %d: stopping the query after its current batch", signum)
             self._stop.set()
-            threading.Thread(target=query.stop, daemon=True).start()
+            if self._query is not None:
+                threading.Thread(target=self._query.stop, daemon=True).start()
 
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, stop)
+
+    def _running(self, query: StreamingQuery) -> None:
+        """The query a signal stops from now on; one that came while it started stops it now."""
+        self._query = query
+        if self._stop.is_set():
+            threading.Thread(target=query.stop, daemon=True).start()
 
 
 def _checked_client(kind: Any, config: Mapping[str, Any], properties: Mapping[str, str]) -> Any:
