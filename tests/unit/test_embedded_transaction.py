@@ -81,7 +81,8 @@ def test_outputs_and_changelog_delivered_then_offsets_in_one_transaction() -> No
     writer.output("in", OutputRecord(1, b"k", b"v", (("h", b"1"),)))
     changes = {0: {b"a": b"1", b"b": b"2", b"c": None}, 1: {b"d": b"4"}}
     offsets = [TopicPartition("in", 0, 7), TopicPartition("app-handoff", 0, 3)]
-    written = writer.commit(changes, [*offsets, TopicPartition("in", 1, 9)], None)
+    witness = TopicPartition("in", 1, 9)
+    written = writer.commit(changes, [*offsets, witness], None, witness)
 
     kinds = [call[0] for call in producer.calls]
     # one flush delivers outputs and changelog together, before the offsets go
@@ -97,12 +98,29 @@ def test_outputs_and_changelog_delivered_then_offsets_in_one_transaction() -> No
         (1, b"d", True),
     ]
     assert written == {0: 3, 1: 1}
-    # each changelog record names the input positions its transaction commits for its task
+    # each changelog record names the input positions its transaction commits for its task,
+    # and every one the same witness of the whole transaction
     assert {c[2]: c[4] for c in changelog} == {
-        0: [("hydrator.offsets", b'{"in":7,"app-handoff":3}')],
-        1: [("hydrator.offsets", b'{"in":9}')],
+        0: [
+            ("hydrator.offsets", b'{"in":7,"app-handoff":3}'),
+            ("hydrator.witness", b'["in",1,9]'),
+        ],
+        1: [("hydrator.offsets", b'{"in":9}'), ("hydrator.witness", b'["in",1,9]')],
     }
     assert not writer.in_transaction
+
+
+def test_a_task_that_read_nothing_still_names_its_transaction_s_witness() -> None:
+    """Its state changed through another task's handoff: its records must die with the batch."""
+    producer = RecordingProducer()
+    writer = TransactionalWriter(producer, TOPOLOGY)  # type: ignore[arg-type]
+    witness = TopicPartition("in", 0, 7)
+    writer.commit({0: {b"a": b"1"}, 3: {b"b": b"2"}}, [witness], None, witness)
+    changelog = [c for c in producer.calls if c[0] == "produce" and c[1] == "app-state"]
+    assert {c[2]: c[4] for c in changelog} == {
+        0: [("hydrator.offsets", b'{"in":7}'), ("hydrator.witness", b'["in",0,7]')],
+        3: [("hydrator.witness", b'["in",0,7]')],
+    }
 
 
 def test_a_changelog_partition_without_a_delivery_report_fails_the_batch() -> None:
@@ -111,12 +129,57 @@ def test_a_changelog_partition_without_a_delivery_report_fails_the_batch() -> No
         writer.commit({0: {b"a": b"1"}}, [], None)
 
 
-def test_a_changelog_record_past_the_committed_offsets_was_never_committed() -> None:
+def test_a_transaction_s_witness_is_a_position_past_the_committed_one() -> None:
+    committed = changelog.CommittedOffsets([TopicPartition("in", 0, 5), TopicPartition("in", 1, 9)])
+    assert committed.witness([TopicPartition("in", 0, 5), TopicPartition("in", 1, 9)]) is None
+    moved = committed.witness([TopicPartition("in", 0, 5), TopicPartition("in", 1, 12)])
+    assert (moved.topic, moved.partition, moved.offset) == ("in", 1, 12)
+    # a partition nothing was committed for moves with its first record
+    assert committed.witness([TopicPartition("app-handoff", 0, 0)]) is not None
+    committed.load([TopicPartition("in", 1, 12), TopicPartition("in", 0, -1001)])
+    assert (committed.of("in", 0), committed.of("in", 1)) == (-1, 12)
+    assert committed.partition(1) == {"in": 12}
+
+
+def test_a_record_is_judged_by_its_transaction_s_witness_in_every_task() -> None:
+    """A task whose own positions did not move (a handoff from another task changed its state)
+    still learns that its transaction died: from the witness, which every record carries."""
+    headers = [("hydrator.offsets", b'{"in":3}'), ("hydrator.witness", b'["in",0,8]')]
+    died = changelog.CommittedOffsets([TopicPartition("in", 0, 7), TopicPartition("in", 3, 3)])
+    assert changelog.never_committed(headers, died, 3)
+    lived = changelog.CommittedOffsets([TopicPartition("in", 0, 8), TopicPartition("in", 3, 3)])
+    assert not changelog.never_committed(headers, lived, 3)
+
+
+def test_without_a_witness_a_record_is_judged_by_its_own_positions() -> None:
     header = [("hydrator.offsets", b'{"in":7,"app-handoff":3}')]
-    assert not changelog.never_committed(header, {"in": 7, "app-handoff": 3})
-    assert not changelog.never_committed(header, {"in": 9, "app-handoff": 3})
-    assert changelog.never_committed(header, {"in": 6, "app-handoff": 3})
-    assert changelog.never_committed(header, {"in": 7})  # nothing committed for the handoffs
-    assert not changelog.never_committed(None, {})  # written before the header existed
-    committed = [TopicPartition("in", 0, 5), TopicPartition("in", 1, -1001)]
-    assert changelog.committed_by_partition(committed) == {0: {"in": 5}}
+
+    def committed(source: int | None, handoffs: int | None) -> changelog.CommittedOffsets:
+        offsets = {"in": source, "app-handoff": handoffs}
+        return changelog.CommittedOffsets(
+            TopicPartition(topic, 0, offset) for topic, offset in offsets.items() if offset
+        )
+
+    assert not changelog.never_committed(header, committed(7, 3), 0)
+    assert not changelog.never_committed(header, committed(9, 3), 0)
+    assert changelog.never_committed(header, committed(6, 3), 0)
+    assert changelog.never_committed(header, committed(7, None), 0)  # no handoff committed
+    # another partition's commits say nothing about this one
+    assert changelog.never_committed(header, committed(7, 3), 1)
+    assert not changelog.never_committed(
+        None, committed(None, None), 0
+    )  # written before the headers
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        [("hydrator.offsets", b"{not json")],
+        [("hydrator.offsets", b'{"in": "7"}')],
+        [("hydrator.witness", b'["in", 0]')],
+        [("hydrator.witness", b'{"in": 0}')],
+    ],
+)
+def test_an_unreadable_header_names_itself(headers: list[tuple[str, bytes]]) -> None:
+    with pytest.raises(changelog.UnreadableHeader, match=f"unreadable {headers[0][0]} header"):
+        changelog.never_committed(headers, changelog.CommittedOffsets(), 0)

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from confluent_kafka import TopicPartition
 
 from hydrator.core.hydrator import Hydrator
-from hydrator.engines.embedded.changelog import committed_by_partition
+from hydrator.engines.embedded.changelog import CommittedOffsets
 from hydrator.engines.embedded.clock import CatchUp
 from hydrator.engines.embedded.counts import RunCounts
 from hydrator.engines.embedded.local_handoffs import LocalHandoffs
@@ -74,12 +74,12 @@ class Assignment:
         self._large_value_compression = large_value_compression
         self._on_change = on_change
 
-    def open(self, partitions: list[TopicPartition], committed: list[TopicPartition]) -> None:
-        """Take over `partitions`; `committed` holds the group's committed offsets of them."""
+    def open(self, partitions: list[TopicPartition], committed: CommittedOffsets) -> None:
+        """Take over `partitions`; `committed` holds the group's committed offsets of every
+        partition (a restore judges a changelog record by any of them)."""
         by_number = self._check_co_partitioned(partitions)
         # Held from now on, while their stores open (and restore).
         self._on_change(set(self.tasks) | set(by_number))
-        offsets = committed_by_partition(committed)
         for p in sorted(set(self._suspended) - set(by_number)):
             self._suspended.pop(p).close()
         fresh = [p for p in sorted(by_number) if p not in self._suspended]
@@ -88,9 +88,9 @@ class Assignment:
         for p in sorted(by_number):
             resumed = self._suspended.pop(p, None)
             if resumed is None:
-                resumed = self._new_task(p, offsets.get(p, {}), share)
+                resumed = self._new_task(p, committed, share)
                 resumed.catch_up = CatchUp(
-                    {tp: b for tp, b in bounds.items() if tp[1] == p}, offsets.get(p, {})
+                    {tp: b for tp, b in bounds.items() if tp[1] == p}, committed.partition(p)
                 )
             self.tasks[p] = resumed
         self._share_cache()
@@ -118,7 +118,7 @@ class Assignment:
             task.close()
         self._suspended.clear()
 
-    def _new_task(self, p: int, committed: dict[str, int], cache_bytes: int) -> Task:
+    def _new_task(self, p: int, committed: CommittedOffsets, cache_bytes: int) -> Task:
         path = self._state_dir.store_path(self._topology.changelog_topic, p)
         store, repairs = self._restorer.open(path, p, committed)
         task = Task(

@@ -25,6 +25,7 @@ from hydrator.core.hydrator import read_handoff
 from hydrator.core.records import DeadLetter
 from hydrator.engines.embedded.assignment import Assignment
 from hydrator.engines.embedded.available_now import AvailableNow
+from hydrator.engines.embedded.changelog import CommittedOffsets
 from hydrator.engines.embedded.counts import RunCounts
 from hydrator.engines.embedded.metrics import EmbeddedMetrics, Phase, partition_lag
 from hydrator.engines.embedded.progress import ProgressSink
@@ -98,6 +99,8 @@ class StreamLoop:
         self._last_commit_began: float | None = None
         self._failed = False
         self._last_finish_check = 0.0
+        # What the group has committed: each transaction's witness is a position past it.
+        self._committed = CommittedOffsets()
 
     def run(self, should_stop: Callable[[], bool]) -> None:
         with _rare_collections():
@@ -274,8 +277,12 @@ class StreamLoop:
             for tp in self._consumer.position(list(self._assignment.partitions))
             if tp.offset >= 0
         ]
+        witness = self._committed.witness(offsets)
         began = time.monotonic()
-        written = self._writer.commit(encoded, offsets, self._consumer.consumer_group_metadata())
+        written = self._writer.commit(
+            encoded, offsets, self._consumer.consumer_group_metadata(), witness
+        )
+        self._committed.load(offsets)
         latency_s = time.monotonic() - began
         for p, changes in encoded.items():
             tasks[p].committed(changes, written[p])
@@ -293,9 +300,17 @@ class StreamLoop:
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._metrics.enter(Phase.RESTORING)
-        with blocking("committed offsets", COMMITTED_TIMEOUT_S):
-            committed = consumer.committed(partitions, COMMITTED_TIMEOUT_S) if partitions else []
-        self._assignment.open(partitions, committed)
+        if partitions:
+            # Of every partition, not only those assigned: a changelog record's witness may name
+            # any (changelog.py).
+            every = [
+                TopicPartition(topic, p)
+                for topic in self._topology.subscription
+                for p in range(self._topology.partitions)
+            ]
+            with blocking("committed offsets", COMMITTED_TIMEOUT_S):
+                self._committed.load(consumer.committed(every, COMMITTED_TIMEOUT_S))
+        self._assignment.open(partitions, self._committed)
         self._metrics.enter(Phase.RUNNING)
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -69,11 +69,11 @@ class Restorer:
         self._counts = counts if counts is not None else Counter()
 
     def open(
-        self, path: Path, partition: int, committed: Mapping[str, int]
+        self, path: Path, partition: int, committed: changelog.CommittedOffsets
     ) -> tuple[RocksDBStore, list[bytes]]:
         """The store of changelog partition `partition`, restored to the changelog's end, and
         the keys a dead transaction wrote, which the task must write again. `committed`: the
-        group's committed offset of partition `partition` of each subscribed topic."""
+        group's committed offsets, by which a record's transaction is judged."""
         store = self._open_store(path, partition)
         # Up to three probe timeouts in a row: the low watermark, the reported end, the fetch.
         with blocking(f"{self._topic}-{partition} watermarks", 3 * PROBE_TIMEOUT_S):
@@ -162,7 +162,7 @@ class Restorer:
         partition: int,
         start: int,
         end: int,
-        committed: Mapping[str, int],
+        committed: changelog.CommittedOffsets,
         repairs: dict[bytes, None],
     ) -> int:
         tp = TopicPartition(self._topic, partition, start)
@@ -190,7 +190,7 @@ class Restorer:
                             repairs.pop(key, None)
                             changes[key] = None  # forget the key: no state beats a wrong one
                         continue
-                    if changelog.never_committed(msg.headers(), committed):
+                    if changelog.never_committed(msg.headers(), committed, partition):
                         repairs[key] = None
                         if first_dead is None:
                             first_dead = msg.offset()
@@ -264,9 +264,9 @@ def _unreadable(key: bytes | None, value: bytes | None, headers: changelog.Heade
     if key == CHANGELOG_OFFSET_KEY:
         return "it claims the store's own checkpoint key"
     try:
-        changelog.never_committed(headers, {})
-    except Exception as exc:
-        return f"unreadable {changelog.HEADER} header ({type(exc).__name__}: {exc})"
+        changelog.never_committed(headers, changelog.CommittedOffsets(), 0)
+    except changelog.UnreadableHeader as exc:
+        return str(exc)
     if value is None:
         return None  # a deletion
     if is_store_key(key):

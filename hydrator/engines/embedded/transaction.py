@@ -90,9 +90,11 @@ class TransactionalWriter:
         changes: Mapping[int, Mapping[bytes, bytes | None]],
         offsets: list[TopicPartition],
         group_metadata: Any,
+        witness: TopicPartition | None = None,
     ) -> dict[int, int]:
         """Commit the batch; returns, per changelog partition written, the offset after its last
-        record (where a restore of that partition resumes)."""
+        record (where a restore of that partition resumes). `witness`: the position of `offsets`
+        that tells whether the transaction committed (changelog.py)."""
         self.begin()
         try:
             # Outputs and changelog are delivered (one flush) before the offsets are sent, so a
@@ -107,10 +109,9 @@ class TransactionalWriter:
                     written[msg.partition()] = msg.offset() + 1
 
             topic = self._topology.changelog_topic
-            positions = changelog.positions_by_partition(offsets)
+            tags = changelog.headers_by_partition(changes, offsets, witness)
             for partition, encoded in changes.items():
-                tag = positions.get(partition)
-                headers = [(changelog.HEADER, tag)] if tag is not None else None
+                headers = tags[partition] or None
                 # The idempotent producer keeps a partition's records in order, so the last one
                 # carries the partition's highest offset: one delivery report per partition
                 # instead of one per record (a failure of any record fails the commit anyway).
