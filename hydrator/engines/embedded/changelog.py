@@ -25,7 +25,8 @@ the dead record.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 import orjson
@@ -34,6 +35,7 @@ from confluent_kafka import TopicPartition
 HEADER = "hydrator.offsets"
 WITNESS = "hydrator.witness"
 Headers = list[tuple[str, bytes]] | None
+_NONE: Mapping[str, int] = MappingProxyType({})
 
 
 class CommittedOffsets:
@@ -42,24 +44,26 @@ class CommittedOffsets:
     its own commits."""
 
     def __init__(self, committed: Iterable[TopicPartition] = ()) -> None:
-        self._offsets: dict[tuple[str, int], int] = {}
+        # partition number -> topic -> offset: a restore asks by partition, once per record
+        self._by_partition: dict[int, dict[str, int]] = {}
         self.load(committed)
 
     def load(self, committed: Iterable[TopicPartition]) -> None:
         """Take these as the group's committed offsets (absent ones, offset < 0, as none)."""
         for tp in committed:
+            topics = self._by_partition.setdefault(tp.partition, {})
             if tp.offset >= 0:
-                self._offsets[(tp.topic, tp.partition)] = tp.offset
+                topics[tp.topic] = tp.offset
             else:
-                self._offsets.pop((tp.topic, tp.partition), None)
+                topics.pop(tp.topic, None)
 
     def of(self, topic: str, partition: int) -> int:
         """The committed offset of one partition; -1 when none is."""
-        return self._offsets.get((topic, partition), -1)
+        return self.partition(partition).get(topic, -1)
 
-    def partition(self, partition: int) -> dict[str, int]:
+    def partition(self, partition: int) -> Mapping[str, int]:
         """The committed offsets of partition number `partition` of each topic that has one."""
-        return {t: offset for (t, p), offset in self._offsets.items() if p == partition}
+        return self._by_partition.get(partition, _NONE)
 
     def witness(self, positions: Iterable[TopicPartition]) -> TopicPartition | None:
         """A position of `positions` past the committed one: the witness of the transaction
