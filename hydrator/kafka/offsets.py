@@ -7,6 +7,12 @@ Two broker answers cannot be taken as they come:
   not the offset after its last record.
 So the reported end is only a lower bound: the probe fetches from it and takes the end where the
 fetch reports end-of-partition. Against Apache Kafka that is one empty fetch.
+
+The low watermark needs the same care: Tansu answers ListOffsets(earliest) with the base offset of
+the batch it *stored* first, which is not the lowest one when producers wrote the partition at the
+same time. Where the answer is above 0, the probe fetches from offset 0: the first record that
+comes is where the partition starts. Below a real log start (retention) that fetch is out of range
+and the answer stands.
 """
 
 from __future__ import annotations
@@ -18,6 +24,13 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 TIMEOUT_S = 30.0
+# Answers to a fetch from offset 0 that leave the listed low watermark standing: nothing is there,
+# or offset 0 is below the log start.
+_AT_THE_EDGE = (
+    KafkaError._PARTITION_EOF,
+    KafkaError._AUTO_OFFSET_RESET,
+    KafkaError.OFFSET_OUT_OF_RANGE,
+)
 
 
 class OffsetProbe:
@@ -30,6 +43,8 @@ class OffsetProbe:
                 "enable.auto.commit": False,
                 "enable.partition.eof": True,
                 "fetch.wait.max.ms": 10,
+                # A fetch below the log start must say so, not move to where ListOffsets says.
+                "auto.offset.reset": "error",
             }
         )
 
@@ -41,10 +56,7 @@ class OffsetProbe:
 
     def watermarks(self, topic: str, partition: int) -> tuple[int, int]:
         """(low, end) of one partition."""
-        low, _ = self._consumer.get_watermark_offsets(
-            TopicPartition(topic, partition), timeout=TIMEOUT_S, cached=False
-        )
-        return low, self.ends([(topic, partition)])[(topic, partition)]
+        return self.bounds([(topic, partition)])[(topic, partition)]
 
     def ends(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
         return {tp: end for tp, (_, end) in self.bounds(partitions).items()}
@@ -82,7 +94,44 @@ class OffsetProbe:
                         raise KafkaException(error)
         finally:
             self._consumer.unassign()
+        lows.update(self.first_offsets({tp: low for tp, low in lows.items() if low > 0}))
         return {tp: (lows[tp], end) for tp, end in ends.items()}
+
+    def first_offsets(self, listed: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        """Where each partition starts, given ListOffsets(earliest) answers that may be too high
+        (the module's note): for those above 0, the first record a fetch from 0 gives."""
+        if not listed:
+            return {}
+        first = dict(listed)
+        answered: set[tuple[str, int]] = set()
+        self._consumer.assign([TopicPartition(topic, p, 0) for topic, p in listed])
+        try:
+            deadline = time.monotonic() + TIMEOUT_S
+            while len(answered) < len(listed):
+                if time.monotonic() > deadline:
+                    missing = [tp for tp in listed if tp not in answered]
+                    raise TimeoutError(f"no answer to a fetch from offset 0 of {missing}")
+                for msg in self._consumer.consume(len(listed), 0.05):
+                    tp = (msg.topic(), msg.partition())
+                    if tp not in listed or tp in answered:
+                        continue
+                    error = msg.error()
+                    if error is None:
+                        first[tp] = min(listed[tp], msg.offset())
+                    elif error.code() not in _AT_THE_EDGE:
+                        raise KafkaException(error)
+                    answered.add(tp)
+        finally:
+            self._consumer.unassign()
+        return first
 
     def close(self) -> None:
         self._consumer.close()
+
+
+def from_the_start(topic: str, partitions: Iterable[int]) -> list[TopicPartition]:
+    """Positions that read every record of `partitions`, for a consumer whose
+    `auto.offset.reset` is earliest: offset 0, not OFFSET_BEGINNING, which is resolved through
+    ListOffsets(earliest) and so lands too far on Tansu (see the module's note). Below a real log
+    start the consumer's reset takes over."""
+    return [TopicPartition(topic, p, 0) for p in partitions]

@@ -30,6 +30,7 @@ import signal
 import threading
 import time
 from collections import Counter
+from collections.abc import Mapping
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -352,6 +353,7 @@ class EmbeddedEngine:
                 progress,
                 self.metrics,
                 config.backlog_commit_interval_ms,
+                new_partitions_from_first_record=_resets_to_earliest(consumer_config),
             )
             self.metrics.enter(Phase.RUNNING, assignment)
             loop.run(self._should_stop)
@@ -412,6 +414,12 @@ def _topic_lag(consumer: Consumer, assignment: Assignment, topology: Topology) -
     for (topic, _), records in partition_lag(consumer, assignment, topology).items():
         lag[topic] += records
     return dict(lag)
+
+
+def _resets_to_earliest(consumer_config: Mapping[str, Any]) -> bool:
+    """Whether a partition without a committed offset is read from its start."""
+    policy = str(consumer_config.get("auto.offset.reset", "largest")).lower()
+    return policy in ("earliest", "smallest", "beginning")
 
 
 def _client(kind: Any, config: dict[str, Any]) -> Any:

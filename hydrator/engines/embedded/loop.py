@@ -78,9 +78,15 @@ class StreamLoop:
         progress: ProgressSink,
         metrics: EmbeddedMetrics,
         backlog_commit_interval_ms: int | None = None,
+        new_partitions_from_first_record: bool = False,
     ) -> None:
         """`backlog_commit_interval_ms`: how long a batch may stay open while a backlog waits
-        (None, or no longer than `commit_interval_ms`: batches never stretch)."""
+        (None, or no longer than `commit_interval_ms`: batches never stretch).
+        `new_partitions_from_first_record`: read a partition the group has no offset for from
+        offset 0 rather than where ListOffsets(earliest) says it starts, which Tansu answers
+        wrongly once producers wrote the partition at the same time (hydrator/kafka/offsets.py).
+        Below a real log start, offset 0 is out of range and the consumer's reset (earliest)
+        applies; only for that reset policy."""
         self._consumer = consumer
         self._writer = writer
         self._assignment = assignment
@@ -101,6 +107,7 @@ class StreamLoop:
         self._last_finish_check = 0.0
         # What the group has committed: each transaction's witness is a position past it.
         self._committed = CommittedOffsets()
+        self._from_first_record = new_partitions_from_first_record
 
     def run(self, should_stop: Callable[[], bool]) -> None:
         with _rare_collections():
@@ -311,6 +318,20 @@ class StreamLoop:
             with blocking("committed offsets", COMMITTED_TIMEOUT_S):
                 self._committed.load(consumer.committed(every, COMMITTED_TIMEOUT_S))
         self._assignment.open(partitions, self._committed)
+        new = {
+            (tp.topic, tp.partition)
+            for tp in partitions
+            if self._committed.of(tp.topic, tp.partition) < 0
+        }
+        if self._from_first_record and new:
+            consumer.assign(
+                [
+                    TopicPartition(tp.topic, tp.partition, 0)
+                    if (tp.topic, tp.partition) in new
+                    else tp
+                    for tp in partitions
+                ]
+            )
         self._metrics.enter(Phase.RUNNING)
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:

@@ -15,6 +15,8 @@ transaction and re-reading a batch after a failure yields the same records. Two 
   to a known lower bound and searches for the offset where EOF is reported.
 
 `auto` picks `fetch` when the cluster id is Tansu's (it reports `tansu_cluster` unless configured).
+With `fetch`, earliest offsets are checked the same way: Tansu's ListOffsets(earliest) names the
+batch it stored first, so where that is above 0 the probe fetches from 0.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ _REQUEST_TIMEOUT_S = 30.0
 # (no record, no EOF); this is how long a round waits before concluding that.
 _PROBE_SILENCE_S = 1.0
 _PROBE_MAX_ROUNDS = 64
+_EARLIEST_ROUNDS = 3
 
 
 def offsets_to_json(offsets: Mapping[TP, int]) -> dict[str, dict[str, int]]:
@@ -146,7 +149,30 @@ class OffsetReader:
         return sorted(found)
 
     def earliest(self, tps: Iterable[TP]) -> Offsets:
-        return self._list_offsets(list(tps), OffsetSpec.earliest())
+        listed = self._list_offsets(list(tps), OffsetSpec.earliest())
+        if self.strategy == "list":
+            return listed
+        # Tansu answers with the base offset of the batch it stored first, not the lowest one,
+        # once producers wrote the partition at the same time: where it says more than 0, the
+        # first record a fetch from 0 gives is the start (below a real log start the probe's
+        # reset brings it to the listed offset itself).
+        pending = [tp for tp, offset in listed.items() if offset > 0]
+        if not pending:
+            return listed
+        consumer = self._probe_consumer()
+        try:
+            # Silence is a slow broker or an open transaction at 0: ask again a few times.
+            for _ in range(_EARLIEST_ROUNDS):
+                answers = self._probe_round(consumer, dict.fromkeys(pending, 0))
+                for tp, (kind, offset) in answers.items():
+                    if kind == "record":
+                        listed[tp] = min(listed[tp], offset)
+                pending = [tp for tp in pending if tp not in answers]
+                if not pending:
+                    break
+        finally:
+            consumer.unassign()
+        return listed
 
     def latest(self, tps: Iterable[TP], known: Mapping[TP, int] | None = None) -> Offsets:
         """Last stable offset per partition. `known` holds offsets already proven readable
