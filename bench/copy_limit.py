@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import argparse
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer
 
-from hydrator.kafka.offsets import OffsetProbe
+from hydrator.kafka.offsets import OffsetProbe, from_the_start
 
 
 def copy(bootstrap: str, source: str, sink: str) -> int:
@@ -27,6 +27,7 @@ def copy(bootstrap: str, source: str, sink: str) -> int:
         {
             "bootstrap.servers": bootstrap,
             "group.id": "bench-copy",
+            "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
             "fetch.message.max.bytes": 16 * 1024 * 1024,
         }
@@ -35,7 +36,7 @@ def copy(bootstrap: str, source: str, sink: str) -> int:
         {"bootstrap.servers": bootstrap, "linger.ms": 5, "message.max.bytes": 16 * 1024 * 1024}
     )
     remaining = {p for p in partitions if ends[(source, p)] > 0}
-    consumer.assign([TopicPartition(source, p, OFFSET_BEGINNING) for p in remaining])
+    consumer.assign(from_the_start(source, remaining))
     copied = 0
     try:
         while remaining:

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer
 from tqdm import tqdm
 
 from bench.broker import broker, create_topics
@@ -29,6 +29,7 @@ from bench.broker import preload as preload_topic
 from bench.measure import OutputWatch, TreeSampler
 from bench.runners import REPO, Plan, hydrator_command, runner_env
 from bench.workload import Workload, WorkloadShape
+from hydrator.kafka.offsets import from_the_start
 
 SENT_HEADER = "bench.sent"
 READER_READY_S = 120
@@ -240,6 +241,7 @@ def read_latencies(
         {
             "bootstrap.servers": bootstrap,
             "group.id": "bench-latency",
+            "auto.offset.reset": "earliest",
             "isolation.level": "read_committed",
             "enable.auto.commit": False,
             "fetch.wait.max.ms": 5,
@@ -247,7 +249,7 @@ def read_latencies(
             "enable.partition.eof": True,
         }
     )
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    consumer.assign(from_the_start(topic, range(partitions)))
     at_end: set[int] = set()
     latencies = array("q")
     deadline = time.monotonic() + timeout_s

@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from hydrator.kafka.offsets import from_the_start
 
 SAMPLE_INTERVAL_S = 0.1
 
@@ -172,6 +174,7 @@ def scan_topic(
         {
             "bootstrap.servers": bootstrap,
             "group.id": "bench-scan",
+            "auto.offset.reset": "earliest",
             "isolation.level": "read_committed" if committed_only else "read_uncommitted",
             "enable.auto.commit": False,
             "enable.partition.eof": True,
@@ -184,7 +187,7 @@ def scan_topic(
         if metadata.error is not None:
             raise KafkaException(metadata.error)
         partitions = set(metadata.partitions)
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        consumer.assign(from_the_start(topic, partitions))
         at_end: set[int] = set()
         deadline = time.monotonic() + timeout_s
         first, last = None, None

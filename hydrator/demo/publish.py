@@ -6,17 +6,11 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from confluent_kafka import (
-    OFFSET_BEGINNING,
-    Consumer,
-    KafkaError,
-    KafkaException,
-    Producer,
-    TopicPartition,
-)
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from hydrator.kafka.admin import TopicSpec, ensure_topics
+from hydrator.kafka.offsets import from_the_start
 
 Headers = Sequence[tuple[str, bytes | None]]
 ANY_PARTITION = -1  # librdkafka's RD_KAFKA_PARTITION_UA: the configured partitioner picks
@@ -114,6 +108,7 @@ def read_topic(bootstrap_servers: str, topic: str, timeout_s: float = 60) -> lis
         {
             "bootstrap.servers": bootstrap_servers,
             "group.id": "hydrator-reader",
+            "auto.offset.reset": "earliest",
             "isolation.level": "read_committed",
             "enable.auto.commit": False,
             "enable.partition.eof": True,
@@ -127,7 +122,7 @@ def read_topic(bootstrap_servers: str, topic: str, timeout_s: float = 60) -> lis
         if metadata.error is not None:
             raise KafkaException(metadata.error)
         partitions = set(metadata.partitions)
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        consumer.assign(from_the_start(topic, partitions))
         at_end: set[int] = set()
         deadline = time.monotonic() + timeout_s
         while at_end != partitions:

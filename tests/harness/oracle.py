@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import psycopg
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError
 from psycopg import sql
 from psycopg.types.hstore import register_hstore
 from psycopg.types.json import Jsonb
 
+from hydrator.kafka.offsets import from_the_start
 from tests.harness.debezium import BinaryHandlingMode, BridgeOptions, DebeziumBridge, Output
 from tests.harness.postgres import PgDatabase
 
@@ -460,6 +461,7 @@ def consume_all(
         {
             "bootstrap.servers": bootstrap_servers,
             "group.id": f"oracle-{uuid.uuid4().hex[:8]}",
+            "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
             "enable.partition.eof": True,
             "fetch.message.max.bytes": 16 * 1024 * 1024,
@@ -469,7 +471,7 @@ def consume_all(
         meta = consumer.list_topics(topic, timeout=30).topics[topic]
         if meta.error is not None:
             raise RuntimeError(f"topic {topic}: {meta.error}")
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in meta.partitions])
+        consumer.assign(from_the_start(topic, meta.partitions))
         at_end: set[int] = set()
         out: list[Captured] = []
         deadline = time.monotonic() + timeout_s

@@ -7,17 +7,10 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from confluent_kafka import (
-    OFFSET_BEGINNING,
-    Consumer,
-    KafkaError,
-    KafkaException,
-    Producer,
-    TopicPartition,
-)
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from hydrator.kafka.offsets import OffsetProbe
+from hydrator.kafka.offsets import OffsetProbe, from_the_start
 
 Headers = list[tuple[str, bytes | None]]
 
@@ -164,6 +157,7 @@ def read_topic(
         {
             "bootstrap.servers": bootstrap_servers,
             "group.id": "test-reader",
+            "auto.offset.reset": "earliest",
             "isolation.level": isolation,
             "enable.auto.commit": False,
             "enable.partition.eof": True,
@@ -173,7 +167,7 @@ def read_topic(
     records: list[Consumed] = []
     try:
         partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        consumer.assign(from_the_start(topic, partitions))
         at_end: set[int] = set()
         deadline = time.monotonic() + timeout_s
         while len(at_end) < len(partitions):
