@@ -30,7 +30,6 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 from confluent_kafka import (
-    OFFSET_BEGINNING,
     Consumer,
     KafkaError,
     KafkaException,
@@ -363,7 +362,10 @@ def read_partition(part: KafkaInputPartition, settings: ReadSettings) -> Iterato
     """
     schema = _arrow_schema()
     consumer = _consumer(settings)
-    first = OFFSET_BEGINNING if part.start == EARLIEST else part.start
+    # Offset 0, not OFFSET_BEGINNING: that is resolved through ListOffsets(earliest), which Tansu
+    # can answer past the first batches (hydrator/kafka/offsets.py). Below a real log start the
+    # consumer's reset (earliest whenever a range starts at EARLIEST) takes over.
+    first = 0 if part.start == EARLIEST else part.start
     consumer.assign([TopicPartition(part.topic, part.partition, first)])
     healthy = False
     try:
