@@ -27,6 +27,8 @@ from collections.abc import Iterable, Mapping
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from hydrator.kafka.offsets import OffsetProbe
+
 TP = tuple[str, int]
 Offsets = dict[TP, int]
 
@@ -39,7 +41,8 @@ _REQUEST_TIMEOUT_S = 30.0
 # (no record, no EOF); this is how long a round waits before concluding that.
 _PROBE_SILENCE_S = 1.0
 _PROBE_MAX_ROUNDS = 64
-_EARLIEST_ROUNDS = 3
+# Required by the client, never used: probes only assign partitions.
+_PROBE_GROUP = "hydrator-offset-probe"
 
 
 def offsets_to_json(offsets: Mapping[TP, int]) -> dict[str, dict[str, int]]:
@@ -98,7 +101,7 @@ class OffsetReader:
             config.update(
                 {
                     # Required by the client, never used: the probe only assigns partitions.
-                    "group.id": config.get("group.id", "hydrator-offset-probe"),
+                    "group.id": config.get("group.id", _PROBE_GROUP),
                     "enable.auto.commit": False,
                     "enable.auto.offset.store": False,
                     "enable.partition.eof": True,
@@ -153,25 +156,14 @@ class OffsetReader:
         if self.strategy == "list":
             return listed
         # Tansu answers with the base offset of the batch it stored first, not the lowest one,
-        # once producers wrote the partition at the same time: where it says more than 0, the
-        # first record a fetch from 0 gives is the start (below a real log start the probe's
-        # reset brings it to the listed offset itself).
-        pending = [tp for tp, offset in listed.items() if offset > 0]
-        if not pending:
-            return listed
-        consumer = self._probe_consumer()
-        try:
-            # Silence is a slow broker or an open transaction at 0: ask again a few times.
-            for _ in range(_EARLIEST_ROUNDS):
-                answers = self._probe_round(consumer, dict.fromkeys(pending, 0))
-                for tp, (kind, offset) in answers.items():
-                    if kind == "record":
-                        listed[tp] = min(listed[tp], offset)
-                pending = [tp for tp in pending if tp not in answers]
-                if not pending:
-                    break
-        finally:
-            consumer.unassign()
+        # once producers wrote the partition at the same time (hydrator/kafka/offsets.py).
+        doubtful = {tp: offset for tp, offset in listed.items() if offset > 0}
+        if doubtful:
+            probe = OffsetProbe({"group.id": _PROBE_GROUP, **self._config})
+            try:
+                listed.update(probe.first_offsets(doubtful))
+            finally:
+                probe.close()
         return listed
 
     def latest(self, tps: Iterable[TP], known: Mapping[TP, int] | None = None) -> Offsets:
