@@ -3,6 +3,9 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# Much of the integration suite waits (outages, downtimes, timeouts); two processes overlap
+# those waits. Each process has its own broker; a test file stays in one process.
+TEST_PROCESSES ?= 2
 
 .PHONY: setup test test-unit demo bench lint
 
@@ -16,7 +19,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 test: setup
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_PROCESSES) --dist loadfile
 
 test-unit: $(VENV)/.installed
 	$(BIN)/python -m pytest tests/unit
