@@ -10,7 +10,6 @@ visible: latency = seen - sent. The engine's process tree is sampled for RSS eve
 from __future__ import annotations
 
 import multiprocessing
-import os
 import signal
 import subprocess
 import tempfile
@@ -26,6 +25,7 @@ from tqdm import tqdm
 
 from bench.broker import broker, create_topics
 from bench.broker import preload as preload_topic
+from bench.machine import describe, machine_facts
 from bench.measure import OutputWatch, TreeSampler
 from bench.runners import REPO, Plan, hydrator_command, runner_env
 from bench.workload import Workload, WorkloadShape
@@ -60,6 +60,7 @@ def broker_bytes(options: LatencyOptions) -> int:
 
 
 def run_latency(options: LatencyOptions) -> dict[str, Any]:
+    machine = machine_facts()
     need = broker_bytes(options)
     if options.bootstrap_servers is None and need > options.max_broker_bytes:
         limit = options.max_broker_bytes / 2**30
@@ -134,7 +135,7 @@ def run_latency(options: LatencyOptions) -> dict[str, Any]:
     latencies_ms = sorted(x / 1e6 for x in latencies)
     rss = _rss_over_time(samples, feed_began, feed_ended)
     return {
-        "machine": {"cpus": os.cpu_count(), "load_average_at_start": os.getloadavg()[0]},
+        "machine": machine,
         "workload": asdict(options.shape) | {"partitions": options.partitions},
         "rate": options.rate,
         "seconds": options.seconds,
@@ -314,8 +315,7 @@ def summary(report: dict[str, Any]) -> str:
             f"(fed at {report['feed_rate']:,}/s): {shape['keys']:,} keys, "
             f"~{shape['row_bytes']:,} B row + {shape['toast_bytes']:,} B TOAST column, "
             f"{shape['placeholder_ratio']:.0%} placeholders, {shape['partitions']} partitions; "
-            f"{report['machine']['cpus']} CPUs, "
-            f"load average at start {report['machine']['load_average_at_start']:.2f}.",
+            f"{describe(report['machine'])}.",
             "",
             "| figure | value |",
             "|---|---|",

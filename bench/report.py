@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.machine import describe
+
 NONE = "\u2013"  # an en dash: no figure
 COLUMNS = (
     "runner",
@@ -57,7 +59,7 @@ def markdown(report: dict[str, Any]) -> str:
         f"~{shape['row_bytes']:,} B row + {shape['toast_bytes']:,} B TOAST column, "
         f"{shape['placeholder_ratio']:.0%} of updates ship it as the placeholder, "
         f"{shape['partitions']} partitions; broker: {machine['broker']}; "
-        f"{machine['cpus']} CPUs, load average at start {machine['load_average_at_start'][0]}.",
+        f"{describe(machine)}.",
         "",
         "| " + " | ".join(COLUMNS) + " |",
         "|" + "---|" * len(COLUMNS),

@@ -20,10 +20,8 @@ How each figure is taken (also in bench/README.md):
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -36,6 +34,7 @@ from tqdm import tqdm
 from bench import runners as r
 from bench.broker import QUIX_RETENTION_NOTE, Broker, broker, create_topics, delete_topics
 from bench.broker import preload as preload_topic
+from bench.machine import machine_facts
 from bench.measure import (
     OutputWatch,
     TreeSampler,
@@ -115,7 +114,7 @@ def all_runners(options: Options, work: Path) -> list[r.Runner]:
 def run_bench(options: Options) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="hydrator-bench-"))
     began = time.time()
-    load_average = os.getloadavg()
+    machine = machine_facts()
     try:
         with broker(options.bootstrap_servers) as kafka:
             runner_list = all_runners(options, work)
@@ -138,12 +137,7 @@ def run_bench(options: Options) -> dict[str, Any]:
     for runner in runner_list:
         notes.extend(runner.notes)
     return {
-        "machine": {
-            "cpus": os.cpu_count(),
-            "load_average_at_start": [round(x, 2) for x in load_average],
-            "python": sys.version.split()[0],
-            "broker": kafka.kind,
-        },
+        "machine": machine | {"broker": kafka.kind},
         "workload": {**asdict(options.shape), "partitions": options.partitions},
         "preload_s": round(preload_s, 1),
         "total_s": round(time.time() - began, 1),

@@ -58,6 +58,8 @@ def test_bench_measures_and_checks_the_copy_and_the_engine(
     assert rows["embedded"]["output_records"] >= 600
     assert rows["embedded"]["rate_method"] == "record timestamps"
     assert rows["embedded"]["state_bytes_per_event"] > 0
+    assert report["machine"]["python_loop_mops"] > 0  # runs of other days compare by it
+    assert "M loop steps/s" in done.stdout
     assert rows["embedded"]["cpu_us_per_event"] > 0
     assert rows["embedded"]["peak_rss_mb"] > 0
     assert "| embedded engine, EOS, default workers |" in done.stdout

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
+from bench.machine import describe, machine_facts
 from bench.report import COLUMNS, row
 from bench.throughput import Result, _ratios
 
@@ -51,3 +52,11 @@ def test_every_row_has_every_column_and_the_old_ones_stay_in_place() -> None:
     assert cells[1] == "1,000" and cells[7] == "ok" and cells[8] == "0.25" and cells[9] == "42"
     failed = asdict(Result("spark-copy", "Spark copy", status="failed: exit 1"))
     assert len(row(failed)) == len(COLUMNS)
+
+
+def test_the_machine_line_gives_the_python_speed_runs_are_compared_by() -> None:
+    machine = machine_facts()
+    assert machine["python_loop_mops"] > 0
+    line = describe(machine)
+    assert line.startswith(f"{machine['cpus']} CPUs, load average at start ")
+    assert line.endswith(f"Python speed {machine['python_loop_mops']} M loop steps/s")
