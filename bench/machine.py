@@ -1,7 +1,7 @@
 """What the bench says about the machine it ran on, so that runs of different days compare.
 
-The same machine has made the same workload at rates 2-3x apart on different days (a shared
-host's CPU), and the load average does not show it. A fixed pure-Python loop does: the figure
+The same machine, quiet both times, has run the bare core 1.8x faster one day than another, and
+the load average does not show it. A fixed pure-Python loop does: the figure
 `python_loop_mops` (million loop steps a second, best of three) scales with the speed the
 engine's own Python code gets, so two runs compare when it is about the same.
 """
