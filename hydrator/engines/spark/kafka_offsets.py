@@ -100,7 +100,6 @@ class OffsetReader:
             config = dict(self._config)
             config.update(
                 {
-                    # Required by the client, never used: the probe only assigns partitions.
                     "group.id": config.get("group.id", _PROBE_GROUP),
                     "enable.auto.commit": False,
                     "enable.auto.offset.store": False,
