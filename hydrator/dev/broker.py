@@ -7,6 +7,7 @@ Ctrl-C reaches only this command, which then stops it and exits 0.
 
 from __future__ import annotations
 
+import logging
 import socket
 import threading
 from collections.abc import Callable
@@ -22,6 +23,30 @@ POLL_S = 0.5
 
 class BrokerStopped(RuntimeError):
     """The broker process ended by itself."""
+
+
+class NoBroker(RuntimeError):
+    """Nothing answers at the bootstrap servers; the message says how to start one."""
+
+
+def require_broker(bootstrap_servers: str, timeout_s: float = 5.0) -> None:
+    """Fail at once, in one line, when no broker answers: a client would retry (and log each
+    refused connection) for half a minute before saying so."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    quiet = logging.getLogger("hydrator.dev.librdkafka")
+    quiet.addHandler(logging.NullHandler())
+    quiet.propagate = False
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers, "logger": quiet})
+    try:
+        admin.list_topics(timeout=timeout_s)
+    except KafkaException as exc:
+        reason = exc.args[0].str() if exc.args else str(exc)
+        raise NoBroker(
+            f"no broker answers at {bootstrap_servers} ({reason}); "
+            "start one with `hydrator dev broker`"
+        ) from None
 
 
 def serve(port: int | None, echo: Echo, log_path: Path | None = None) -> None:

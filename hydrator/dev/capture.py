@@ -221,12 +221,15 @@ def run(options: CaptureOptions, echo: Echo) -> int:
         raise CaptureUnavailable(f"Debezium cannot run: {reason}")
     database = check_database(options.dsn, options.table)
     from hydrator.demo.publish import create_topic
+    from hydrator.dev.broker import require_broker
 
+    require_broker(options.bootstrap_servers)
     create_topic(options.bootstrap_servers, options.topic, options.partitions)
     echo(f"capturing {options.table} into topic {options.topic} on {options.bootstrap_servers}")
     echo(
         f"hydrate it with: hydrator run --bootstrap-servers {options.bootstrap_servers} "
-        f"--input-topic {options.topic} {ENVELOPES[options.envelope].run_flags}"
+        f"--input-topic {options.topic} --output-suffix .enriched "
+        f"{ENVELOPES[options.envelope].run_flags}"
     )
     from hydrator.demo import connect
 
@@ -241,7 +244,8 @@ def run(options: CaptureOptions, echo: Echo) -> int:
         finally:
             connector.stop()
             _drop_publication(options, database)
-    echo(f"stopped: {connector.produced} records written to {options.topic}")
+    count = connector.produced
+    echo(f"stopped: {count} record{'' if count == 1 else 's'} written to {options.topic}")
     return connector.produced
 
 
@@ -272,7 +276,7 @@ def _report(
         crossed = count // options.every > reported // options.every
         settled = count != reported and time.monotonic() - last_change >= QUIET_S
         if crossed or settled:
-            echo(f"{count} records written to {options.topic}")
+            echo(f"{count} record{'' if count == 1 else 's'} written to {options.topic}")
             reported = count
 
 
@@ -393,7 +397,7 @@ class _Connector:
         for event in events:
             record = event.sourceRecord()
             # header conversion precedes key/value, as in WorkerSourceTask
-            headers = serializer.headers(record)
+            headers: list[tuple[str, str | bytes | None]] = list(serializer.headers(record))
             key, value = serializer.key(record), serializer.value(record)
             kwargs: dict[str, Any] = {}
             if record.kafkaPartition() is not None:

@@ -15,6 +15,7 @@ from confluent_kafka import KafkaException
 
 from hydrator.dev import broker as dev_broker
 from hydrator.dev import capture as dev_capture
+from hydrator.dev.broker import NoBroker, require_broker
 from hydrator.dev.render import render
 from hydrator.dev.signals import stop_on_signals
 from hydrator.dev.tail import TailOptions, TopicMissing, records
@@ -146,8 +147,11 @@ def capture(
     )
     try:
         dev_capture.run(options, lambda line: click.echo(line))
-    except (dev_capture.CaptureUnavailable, dev_capture.CaptureFailed) as exc:
+    except (dev_capture.CaptureUnavailable, dev_capture.CaptureFailed, NoBroker) as exc:
         _fail(str(exc))
+    except KeyboardInterrupt:
+        # Ctrl-C before Debezium ran (while checking or starting Java): nothing to clean up
+        sys.exit(130)
 
 
 @click.command("tail")
@@ -187,6 +191,10 @@ def tail(
     value, long strings and arrays abbreviated with their length. Stops at the end, or after
     --max records; with --follow or --from-end, waits for new ones until Ctrl-C."""
     options = TailOptions(bootstrap_servers, topic, from_beginning, follow, max_records)
+    try:
+        require_broker(bootstrap_servers)
+    except NoBroker as exc:
+        _fail(str(exc))
     stop = threading.Event()
     shown = 0
     with stop_on_signals(stop):

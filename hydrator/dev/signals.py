@@ -20,7 +20,7 @@ def stop_on_signals(stop: threading.Event) -> Iterator[threading.Event]:
     def handler(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
-    previous: dict[int, Any] = {}
+    previous: dict[signal.Signals, Any] = {}
     for signum in STOP_SIGNALS:
         previous[signum] = signal.signal(signum, handler)
     try:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from hydrator.dev.render import TailRecord
 from hydrator.kafka.offsets import OffsetProbe, from_the_start
@@ -94,19 +94,32 @@ def records(options: TailOptions, stopping: Callable[[], bool]) -> Iterator[Tail
                     if tp.offset >= ends[tp.partition]:
                         unread.discard(tp.partition)
                 continue
-            if message.offset() + 1 >= ends.get(message.partition(), 0):
-                unread.discard(message.partition())
+            record = _tail_record(message)
+            if record.offset + 1 >= ends.get(record.partition, 0):
+                unread.discard(record.partition)
             seen += 1
-            yield TailRecord(
-                topic=message.topic(),
-                partition=message.partition(),
-                offset=message.offset(),
-                key=message.key(),
-                value=message.value(),
-                headers=[(n, v) for n, v in (message.headers() or [])],
-            )
+            yield record
     finally:
         consumer.close()
+
+
+def _tail_record(message: Message) -> TailRecord:
+    topic, partition, offset = message.topic(), message.partition(), message.offset()
+    # a consumed record (not an error event) has all three
+    assert topic is not None and partition is not None and offset is not None
+    return TailRecord(
+        topic=topic,
+        partition=partition,
+        offset=offset,
+        key=_as_bytes(message.key()),
+        value=_as_bytes(message.value()),
+        headers=[(header[0], _as_bytes(header[1])) for header in message.headers() or []],
+    )
+
+
+def _as_bytes(data: str | bytes | None) -> bytes | None:
+    """Without a deserializer the client hands out bytes; the types admit str too."""
+    return data.encode() if isinstance(data, str) else data
 
 
 def _raise_if_fatal(message: Any) -> None:

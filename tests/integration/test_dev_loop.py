@@ -278,3 +278,40 @@ def test_tail_of_a_missing_topic_says_so(kafka_broker: Broker) -> None:
     )
     assert done.returncode == 1
     assert "topic 'no-such-topic' does not exist" in done.stderr
+
+
+def test_capture_says_when_java_is_missing(postgres: PgDatabase, tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"  # a PATH with no java on it
+    bin_dir.mkdir()
+    with postgres.connect() as conn:
+        conn.execute("CREATE TABLE customers (id int PRIMARY KEY)")
+    done = subprocess.run(
+        _cli("dev", "capture", "--dsn", postgres.dsn, "--table", "customers"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**ENV, "PATH": str(bin_dir)},
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Debezium cannot run: no java on PATH" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_capture_and_tail_say_when_no_broker_answers(postgres: PgDatabase) -> None:
+    with postgres.connect() as conn:
+        conn.execute("CREATE TABLE customers (id int PRIMARY KEY)")
+    nowhere = f"127.0.0.1:{free_port()}"
+    for args in (
+        ("dev", "capture", "--dsn", postgres.dsn, "--table", "customers"),
+        ("tail", "dev.public.customers"),
+    ):
+        done = subprocess.run(
+            _cli(*args, "--bootstrap-servers", nowhere),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=ENV,
+        )
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert f"no broker answers at {nowhere}" in done.stderr
+        assert "start one with `hydrator dev broker`" in done.stderr
