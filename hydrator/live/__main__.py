@@ -126,9 +126,7 @@ def main(
         thread.start()
         return thread
 
-    asyncio.run(
-        serve_live(host, port, max_rows, start_feed, stop, access(allowed_origins, token))
-    )
+    asyncio.run(serve_live(host, port, max_rows, start_feed, stop, access(allowed_origins, token)))
     if failure:
         sys.exit(1)
 

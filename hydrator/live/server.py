@@ -62,8 +62,9 @@ class LiveView:
         if path == "/ws":
             origin = request.headers.get("Origin")
             if not self.access.origin_ok(origin, request.headers.get("Host")):
-                log.warning("refused a websocket from origin %s (--allow-origin admits one)", origin)
-                return _response(connection, HTTPStatus.FORBIDDEN, "origin refused\n", "text/plain")
+                log.warning("refused a websocket from origin %s (see --allow-origin)", origin)
+                refused = "origin refused\n"
+                return _response(connection, HTTPStatus.FORBIDDEN, refused, "text/plain")
             return None
         return _response(connection, HTTPStatus.OK, self.page_html, "text/html")
 

@@ -11,11 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from http.server import BaseHTTPRequestHandler
-
-from hydrator.metrics.bounded_http import BoundedHTTPServer
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -23,6 +20,7 @@ from prometheus_client.registry import Collector
 
 from hydrator.config import ConfigError
 from hydrator.core.counters import COUNTERS
+from hydrator.metrics.bounded_http import BoundedHTTPServer
 from hydrator.metrics.run import Health, RunMetrics, Verdict
 
 log = logging.getLogger(__name__)

@@ -76,9 +76,9 @@ def test_cross_origin_websocket_is_refused_and_own_origin_accepted(
         assert ws_status(url, f"http://evil.example:{port}") == 403
         assert ws_status(url, "https://dash.example") == 101
         assert ws_status(url, None) == 101  # not a browser: no Origin
-    assert "refused a websocket from origin http://evil.example" in (
-        tmp_path / "live.log"
-    ).read_text()
+    assert (
+        "refused a websocket from origin http://evil.example" in (tmp_path / "live.log").read_text()
+    )
 
 
 def test_a_token_is_asked_of_every_client(kafka_broker: Broker, tmp_path: Path) -> None:
