@@ -315,3 +315,22 @@ def test_capture_and_tail_say_when_no_broker_answers(postgres: PgDatabase) -> No
         assert done.returncode == 1, done.stdout + done.stderr
         assert f"no broker answers at {nowhere}" in done.stderr
         assert "start one with `hydrator dev broker`" in done.stderr
+
+
+def test_tail_follow_stops_on_ctrl_c(kafka_broker: Broker, unique_name: str) -> None:
+    bootstrap = kafka_broker.bootstrap_servers
+    topic = f"{unique_name}-follow"
+    from hydrator.demo.publish import create_topic
+
+    create_topic(bootstrap, topic, 1)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    producer.produce(topic, b'{"n": 1}', partition=0)
+    assert producer.flush(30) == 0
+    tail = _Running(_cli("tail", topic, "--follow", "--bootstrap-servers", bootstrap))
+    try:
+        tail.wait_for('"n": 1', 60)
+        code, output = tail.interrupt()
+        assert code == 0, output
+        assert "(1 record)" in output and "Traceback" not in output
+    finally:
+        tail.kill()
