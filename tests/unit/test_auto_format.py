@@ -124,7 +124,7 @@ def test_a_value_no_format_takes_is_a_dead_letter_naming_the_formats_tried() -> 
     assert not out.emitted
     tried = ", ".join(f.name for f in FORMATS)
     assert [d.reason for d in out.dead] == [
-        f"BadInput: --format auto: no format takes this value (tried {tried}): "
+        f"auto (tried {tried}): BadInput: no format takes this value: "
         "a JSON object with fields hello, n"
     ]
     for value, said in [
@@ -135,7 +135,7 @@ def test_a_value_no_format_takes_is_a_dead_letter_naming_the_formats_tried() -> 
     ]:
         assert engine_step(hydrator, None, record(value), 0).dead[0].reason.endswith(said)
     reason = engine_step(hydrator, None, record(b"not json"), 0).dead[0].reason
-    assert reason.startswith("BadInput: value is not JSON")
+    assert reason.startswith(f"auto (tried {tried}): BadInput: value is not JSON")
 
 
 def test_a_kafka_tombstone_passes_through_keyed_by_its_kafka_key() -> None:
