@@ -98,6 +98,9 @@ class RunConfig:
     format: str = "auto"
     format_options: FormatOptions = field(default_factory=FormatOptions)
     available_now: bool = False
+    # --available-now: a run that dead-letters more than this share of what it read fails
+    # (hydrator/ops/dead_letter_ratio.py); 0 turns the check off.
+    max_dlq_ratio: float = 0.5
     kafka_properties: Mapping[str, str] = field(default_factory=dict)
     hydration: HydrationSettings = field(default_factory=HydrationSettings)
     commit_interval_ms: int = 100

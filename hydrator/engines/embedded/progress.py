@@ -162,6 +162,12 @@ class RunProgress:
             self._sum()
             self._progress.log()
 
+    @property
+    def totals(self) -> Counter[str]:
+        """The run's counts: every worker's, ended processes included."""
+        self._sum()
+        return self._totals
+
     def _sum(self) -> None:
         self._totals.clear()
         self._totals.update(self._ended_counts)

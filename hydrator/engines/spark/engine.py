@@ -36,6 +36,7 @@ from hydrator.kafka.client_config import ClientSettings, client_error
 from hydrator.kafka.offsets import OffsetProbe
 from hydrator.kafka.record_limits import TopicLimits
 from hydrator.ops.count_line import HEADLINE, describe_counts, headline_counts
+from hydrator.ops.dead_letter_ratio import check_dead_letters
 from hydrator.ops.jumps import JumpWatch
 
 log = logging.getLogger("hydrator.spark")
@@ -61,6 +62,8 @@ class SparkEngine:
         self._stop = threading.Event()
         self._query: StreamingQuery | None = None
         self._spark: SparkSession | None = None
+        # --available-now: records read and dead-lettered, over the runs of the query
+        self._read: Counter[str] = Counter()
         # At --log-level debug Spark says all it has to say.
         self._quiet = config.log_level.upper() != "DEBUG"
 
@@ -196,6 +199,10 @@ class SparkEngine:
             spark.streams.removeListener(catch_up)
             spark.streams.removeListener(progress)
             progress.log_totals()
+        if self.config.available_now and not self._stop.is_set():
+            check_dead_letters(
+                self._read["records"], self._read["dead_letters"], self.config.max_dlq_ratio
+            )
 
     def _stored_at_start(self, spark: SparkSession) -> tuple[int, int]:
         """Parked keys and state bytes in the checkpoint, when metrics are served (their gauges
@@ -223,6 +230,10 @@ class SparkEngine:
             self._running(query)
             query.awaitTermination()
             run = observed(query)
+            self._read.update(
+                records=sum(p.numInputRows for p in query.recentProgress),
+                dead_letters=run["dead_letters"],
+            )
             counts = {k: v for k, v in run.items() if v}
             log.info("available-now run: %s", counts, extra={"counts": counts})
             if run["handoffs_sent"]:

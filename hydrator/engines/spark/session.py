@@ -90,6 +90,7 @@ STOPPING_LOGGERS = dict.fromkeys(
         "org.apache.spark.scheduler.TaskSetManager",
         "org.apache.spark.scheduler.DAGScheduler",
         "org.apache.spark.executor.Executor",
+        "org.apache.spark.util.Utils",
         f"{_STREAMING}.MicroBatchExecution",
     ),
     "OFF",
