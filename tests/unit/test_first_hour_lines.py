@@ -107,3 +107,25 @@ def test_a_local_master_listens_on_loopback_unless_told_otherwise(
         import os
 
         assert os.environ["SPARK_LOCAL_IP"] == expected
+
+
+def test_state_inspect_cuts_long_values_and_says_how_long_they_are() -> None:
+    from hydrator.ops.state_tools import KeyState, shortened
+
+    doc = "x" * 8000
+    state = KeyState(0, "t", '{"id":1}', 9000, image={"id": 1, "doc": doc, "tags": [doc]})
+    shown = state.to_dict(value_chars=200)
+    assert shown["image"]["id"] == 1
+    assert shown["image"]["doc"] == "x" * 200 + "… [8000 characters; --full-values shows all]"
+    assert shown["image"]["tags"][0].endswith("[8000 characters; --full-values shows all]")
+    assert state.to_dict()["image"]["doc"] == doc  # --full-values
+    assert shortened("short", 200) == "short"
+
+
+@pytest.mark.parametrize("events", [1, 10, 499, 500, 501, 2000])
+def test_the_demo_publishes_exactly_the_events_asked_for(events: int) -> None:
+    from hydrator.demo.debezium import _RECORDS, workload
+    from hydrator.demo.stream import DemoStream
+
+    assert len(DemoStream(seed=3, keys=max(10, events // 40)).records(events)) == events
+    assert sum(_RECORDS[s.kind] for s in workload(events)) == events
