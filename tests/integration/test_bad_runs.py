@@ -124,3 +124,27 @@ def test_the_progress_line_counts_filled_unresolved_and_dead_letters(
     last = progress[-1]
     assert last["filled_columns"] == filled
     assert last["unresolved_events"] == 0 and last["dead_letters"] == 0
+
+
+@pytest.mark.parametrize("internal", ["state", "handoff", "dlq"])
+def test_an_output_topic_named_like_an_internal_topic_is_refused(
+    kafka_broker: Broker, unique_name: str, tmp_path: Path, internal: str
+) -> None:
+    bootstrap = kafka_broker.bootstrap_servers
+    source = f"{unique_name}.items"
+    create_topic(bootstrap, source, 1)
+    clash = f"{unique_name}-{internal}"
+    args = run_args(
+        bootstrap,
+        unique_name,
+        [source],
+        tmp_path / "state",
+        "--available-now",
+        "--workers",
+        "1",
+        output_topic=clash,
+    )
+    done = run_to_completion(args)
+    assert done.returncode == 2, done.stderr
+    assert f"--output-topic: {clash} is the" in done.stderr
+    assert "Traceback" not in done.stderr and "CreateTopics" not in done.stderr

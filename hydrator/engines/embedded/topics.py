@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient
@@ -34,6 +34,28 @@ def output_topics(
     return outputs
 
 
+# The topics an application id owns, by what they hold.
+INTERNAL_TOPICS = {
+    "state": "state changelog",
+    "handoff": "key-change handoffs",
+    "dlq": "dead letters",
+}
+
+
+def internal_topic_clash(application_id: str, outputs: Mapping[str, str]) -> str | None:
+    """Why an output topic cannot be one of the run's internal topics (`<app-id>-state`,
+    `-handoff`, `-dlq`); None when none is. (Kafka would be asked to create a topic twice, or
+    the engine would read its own outputs as handoffs.)"""
+    internal = {f"{application_id}-{suffix}": what for suffix, what in INTERNAL_TOPICS.items()}
+    for output in dict.fromkeys(outputs.values()):
+        if output in internal:
+            return (
+                f"{output} is the {internal[output]} topic of --application-id "
+                f"{application_id}; the output needs a topic of its own"
+            )
+    return None
+
+
 def prepare_topology(
     admin: AdminClient,
     application_id: str,
@@ -43,6 +65,10 @@ def prepare_topology(
     max_record_bytes: int | None = None,
 ) -> Topology:
     outputs = output_topics(inputs, output_topic, output_suffix)
+    clash = internal_topic_clash(application_id, outputs)
+    if clash is not None:
+        option = "--output-topic" if output_topic is not None else "--output-suffix"
+        raise TopologyError(f"{option}: {clash}")
     partitions = _input_partitions(admin, inputs)
     topology = Topology(application_id, outputs, partitions)
     if max_record_bytes is not None:

@@ -18,7 +18,11 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
 from hydrator.config import RunConfig
-from hydrator.engines.embedded.topics import TopologyError, output_topics
+from hydrator.engines.embedded.topics import (
+    TopologyError,
+    internal_topic_clash,
+    output_topics,
+)
 from hydrator.engines.spark.checkpoint_dir import CheckpointDirectory, checkpoint_location
 from hydrator.engines.spark.clock import CatchUpGate, CatchUpListener, DowntimeLedger, ShippedGate
 from hydrator.engines.spark.metrics import SparkMetrics
@@ -84,6 +88,14 @@ class SparkEngine:
             client = _checked_client(kind, config, self.config.kafka_properties)
             if isinstance(client, Consumer):
                 client.close()
+
+    def _check_output_names(self) -> None:
+        config = self.config
+        outputs = output_topics(config.input_topics, config.output_topic, config.output_suffix)
+        clash = internal_topic_clash(config.application_id, outputs)
+        if clash is not None:
+            option = "--output-topic" if config.output_topic is not None else "--output-suffix"
+            raise TopologyError(f"{option}: {clash}")
 
     def _admin(self) -> AdminClient:
         return _checked_client(AdminClient, self._clients().admin(), self.config.kafka_properties)
@@ -156,6 +168,7 @@ class SparkEngine:
         # From the first moment: a signal while the session starts up, or just as the query
         # starts, must stop the run cleanly rather than kill the process.
         self._stop_on_signals()
+        self._check_output_names()
         self._check_client_properties()
         partitions = self._input_partitions()
         # As many shuffle partitions as input partitions, the parallelism the source has: each
