@@ -148,3 +148,32 @@ def test_an_output_topic_named_like_an_internal_topic_is_refused(
     assert done.returncode == 2, done.stderr
     assert f"--output-topic: {clash} is the" in done.stderr
     assert "Traceback" not in done.stderr and "CreateTopics" not in done.stderr
+
+
+def test_spark_fails_a_run_that_dead_letters_too_much_in_one_line(
+    kafka_broker: Broker, unique_name: str, tmp_path: Path
+) -> None:
+    from tests.integration.test_spark_engine import SPARK_TIMEOUT_S, spark_args
+
+    bootstrap = kafka_broker.bootstrap_servers
+    source = f"{unique_name}.items"
+    produced = _debezium_topic(bootstrap, source)
+    args = spark_args(
+        bootstrap,
+        unique_name,
+        [source],
+        tmp_path / "state",
+        "--available-now",
+        "--format",
+        "cockroachdb",
+    )
+    done = run_to_completion(args, timeout_s=SPARK_TIMEOUT_S)
+    assert done.returncode == EXIT_TOO_MANY_DEAD_LETTERS, done.stderr[-5000:]
+    said = [line for line in done.stderr.splitlines() if "--max-dlq-ratio" in line]
+    assert len(said) == 1, done.stderr[-5000:]
+    assert f"{produced} of {produced} records read (100%)" in said[0]
+    assert "Traceback" not in done.stderr
+    (totals,) = [line for line in done.stderr.splitlines() if "hydrator.spark: totals:" in line]
+    assert f"dead letters {produced}" in totals and "filled columns 0" in totals
+    dead = read_topic(bootstrap, f"{unique_name}-dlq")
+    assert {d.header(HEADER_ERROR).decode().split(":")[0] for d in dead} == {"cockroachdb"}
