@@ -146,7 +146,7 @@ def test_an_output_topic_named_like_an_internal_topic_is_refused(
     )
     done = run_to_completion(args)
     assert done.returncode == 2, done.stderr
-    assert f"--output-topic: {clash} is the" in done.stderr
+    assert f"Invalid value for '--output-topic': {clash} is the" in done.stderr
     assert "Traceback" not in done.stderr and "CreateTopics" not in done.stderr
 
 

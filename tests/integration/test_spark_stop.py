@@ -17,7 +17,7 @@ from tests.harness.cdc_events import ToastTable, after_of
 from tests.harness.hydrator_process import HydratorProcess
 from tests.harness.kafka import Broker
 from tests.harness.topics import create_topic, produce, read_topic
-from tests.integration.test_spark_engine import SPARK_TIMEOUT_S, _wait_for_outputs, spark_args
+from tests.integration.test_spark_engine import SPARK_TIMEOUT_S, spark_args
 
 pytestmark = pytest.mark.integration
 
@@ -48,6 +48,21 @@ def _wait_for_progress_lines(engine: HydratorProcess, since: int, more: int) -> 
         time.sleep(0.5)
 
 
+def _wait_for_committed(bootstrap: str, output: str, inputs: int, engine: HydratorProcess) -> None:
+    """Until `inputs` input records have a committed (read_committed) output."""
+    deadline = time.monotonic() + SPARK_TIMEOUT_S
+    while True:
+        try:
+            outputs = read_topic(bootstrap, output)
+        except Exception:  # the engine creates the output topic when it starts
+            outputs = []
+        if len({out.header(HEADER_SOURCE) for out in outputs}) >= inputs:
+            return
+        assert engine.process.poll() is None, engine.log[-6000:]
+        assert time.monotonic() < deadline, f"fewer than {inputs} outputs:\n{engine.log[-6000:]}"
+        time.sleep(1)
+
+
 def _outputs_intact(bootstrap: str, output: str, table: ToastTable, committed: int) -> None:
     """Every record committed has its hydrated output (at least once), and every output is the
     full row (also those of a batch the stop abandoned, if it wrote any)."""
@@ -73,7 +88,7 @@ def test_ctrl_c_and_kill_int_stop_spark_cleanly_and_an_idle_run_says_so(
 
     # Ctrl-C at the terminal: SIGINT to the driver's whole process group.
     with HydratorProcess(args, tmp_path / "first.log", own_group=True) as engine:
-        _wait_for_outputs(bootstrap, output, len(first), engine, SPARK_TIMEOUT_S)
+        _wait_for_committed(bootstrap, output, len(first), engine)
         # Idle now: the progress line keeps coming.
         _wait_for_progress_lines(engine, len(engine.log), 2)
         code = engine.interrupt(group=True, timeout_s=SPARK_TIMEOUT_S)
@@ -90,7 +105,7 @@ def test_ctrl_c_and_kill_int_stop_spark_cleanly_and_an_idle_run_says_so(
         _wait_for_progress_lines(engine, match.end(), 2)
         second = [table.update(k, touch_doc=k % 2 == 0) for k in range(30)]
         produce(bootstrap, source, second)
-        _wait_for_outputs(bootstrap, output, len(first) + len(second), engine, SPARK_TIMEOUT_S)
+        _wait_for_committed(bootstrap, output, len(first) + len(second), engine)
         # more, and the signal while their batch is likely running
         produce(bootstrap, source, [table.update(k) for k in range(30)])
         time.sleep(1)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient
 
 from hydrator.engines.embedded.topology import Topology
+from hydrator.internal_topics import internal_topic_clash
 from hydrator.kafka.admin import ensure_topics, max_message_bytes, partition_counts
 from hydrator.kafka.record_limits import RecordLimits, TopicLimits
 
@@ -32,28 +33,6 @@ def output_topics(
     if looping:
         raise TopologyError(f"--output-topic/--output-suffix: {looping[0]} is also an input topic")
     return outputs
-
-
-# The topics an application id owns, by what they hold.
-INTERNAL_TOPICS = {
-    "state": "state changelog",
-    "handoff": "key-change handoffs",
-    "dlq": "dead letters",
-}
-
-
-def internal_topic_clash(application_id: str, outputs: Mapping[str, str]) -> str | None:
-    """Why an output topic cannot be one of the run's internal topics (`<app-id>-state`,
-    `-handoff`, `-dlq`); None when none is. (Kafka would be asked to create a topic twice, or
-    the engine would read its own outputs as handoffs.)"""
-    internal = {f"{application_id}-{suffix}": what for suffix, what in INTERNAL_TOPICS.items()}
-    for output in dict.fromkeys(outputs.values()):
-        if output in internal:
-            return (
-                f"{output} is the {internal[output]} topic of --application-id "
-                f"{application_id}; the output needs a topic of its own"
-            )
-    return None
 
 
 def prepare_topology(

@@ -18,11 +18,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
 from hydrator.config import RunConfig
-from hydrator.engines.embedded.topics import (
-    TopologyError,
-    internal_topic_clash,
-    output_topics,
-)
+from hydrator.engines.embedded.topics import TopologyError, output_topics
 from hydrator.engines.spark.checkpoint_dir import CheckpointDirectory, checkpoint_location
 from hydrator.engines.spark.clock import CatchUpGate, CatchUpListener, DowntimeLedger, ShippedGate
 from hydrator.engines.spark.metrics import SparkMetrics
@@ -35,6 +31,7 @@ from hydrator.engines.spark.session import (
     spark_session,
 )
 from hydrator.engines.spark.stateful import HydratorSpec, Topics
+from hydrator.internal_topics import internal_topic_clash
 from hydrator.kafka.admin import TopicSpec, ensure_topics, max_message_bytes, partition_counts
 from hydrator.kafka.client_config import ClientSettings, client_error
 from hydrator.kafka.offsets import OffsetProbe
