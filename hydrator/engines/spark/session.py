@@ -80,21 +80,11 @@ QUIET_LOGGERS = {
     f"{_STREAMING}.MicroBatchExecution": "ERROR",
     "org.apache.spark.sql.execution.datasources.DataSourceManager": "ERROR",
 }
-# What stopping a query mid-batch makes Spark say: the batch's tasks killed, its write aborted
-# (it is redone from the checkpoint at the next start), job groups already gone.
-STOPPING_LOGGERS = dict.fromkeys(
-    (
-        "org.apache.spark.sql.execution.datasources.v2.WriteToDataSourceV2Exec",
-        "org.apache.spark.sql.execution.datasources.v2.DataWritingSparkTask",
-        "org.apache.spark.sql.execution.python.MapInBatchEvaluatorFactory",
-        "org.apache.spark.scheduler.TaskSetManager",
-        "org.apache.spark.scheduler.DAGScheduler",
-        "org.apache.spark.executor.Executor",
-        "org.apache.spark.util.Utils",
-        f"{_STREAMING}.MicroBatchExecution",
-    ),
-    "OFF",
-)
+# What stopping a query mid-batch makes Spark (and Hadoop, under it) say: the batch's tasks
+# killed, its write aborted (it is redone from the checkpoint at the next start), its state
+# store commit interrupted, job groups already gone. Once a stop is under way nothing else is
+# going on to report; the hydrator's own lines say what was committed.
+STOPPING_LOGGERS = dict.fromkeys(("org.apache.spark", "org.apache.hadoop", *QUIET_LOGGERS), "OFF")
 
 
 def quiet_logs(spark: SparkSession, levels: Mapping[str, str]) -> None:
