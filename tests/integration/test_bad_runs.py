@@ -177,3 +177,29 @@ def test_spark_fails_a_run_that_dead_letters_too_much_in_one_line(
     assert f"dead letters {produced}" in totals and "filled columns 0" in totals
     dead = read_topic(bootstrap, f"{unique_name}-dlq")
     assert {d.header(HEADER_ERROR).decode().split(":")[0] for d in dead} == {"cockroachdb"}
+
+
+def test_max_dlq_ratio_0_turns_the_check_off(
+    kafka_broker: Broker, unique_name: str, tmp_path: Path
+) -> None:
+    bootstrap = kafka_broker.bootstrap_servers
+    source = f"{unique_name}.items"
+    produced = _debezium_topic(bootstrap, source)
+    args = run_args(
+        bootstrap,
+        unique_name,
+        [source],
+        tmp_path / "state",
+        "--available-now",
+        "--format",
+        "cockroachdb",
+        "--workers",
+        "1",
+        "--max-dlq-ratio",
+        "0",
+        output_suffix=".out",
+    )
+    done = run_to_completion(args)
+    assert done.returncode == 0, done.stderr
+    assert "--max-dlq-ratio" not in done.stderr
+    assert len(read_topic(bootstrap, f"{unique_name}-dlq")) == produced
