@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from rocksdict import Options, Rdict, RdictIter, ReadOptions, WriteBatch
+from rocksdict import Options, Rdict, ReadOptions, WriteBatch
 
 from state.codec import decode_state, encode_state
 from state.errors import StorageError, StoreCorrupted
@@ -101,8 +101,8 @@ class RocksDBStore:
     ) -> Iterator[tuple[bytes, bytes | None]]:
         """Keys from `start` on (while they start with `prefix`), with their values if asked;
         raises StorageError when the iteration stopped at damage rather than at the end."""
+        it = self._db.iter(_checked_reads())
         try:
-            it = self._db.iter(_checked_reads())
             it.seek(start)
             while it.valid():
                 key = it.key()
@@ -111,10 +111,10 @@ class RocksDBStore:
                 yield key, (it.value() if values else None)
                 it.next()
             it.status()
-        except StorageError:
-            raise
         except Exception as exc:
             raise self._failure("read", exc) from exc
+        finally:
+            del it  # an iterator left alive keeps the store open (and locked) past close()
 
     def apply(self, changes: Mapping[bytes, bytes | None], changelog_offset: int) -> None:
         """Write encoded records (None deletes) and the changelog offset they bring the store to,
@@ -169,8 +169,8 @@ class RocksDBStore:
         `budget_s` is checked up to there (the rest is checked as it is read)."""
         began = time.monotonic()
         self.changelog_offset  # noqa: B018 - a garbled checkpoint is damage too
+        it = self._db.iter(_checked_reads())
         try:
-            it = self._db.iter(_checked_reads())
             it.seek_to_first()
             n = 0
             while it.valid():
@@ -186,11 +186,11 @@ class RocksDBStore:
                         budget_s,
                     )
                     return
-            _check_status(it)
-        except StorageError:
-            raise
+            it.status()
         except Exception as exc:
             raise self._failure("read", exc) from exc
+        finally:
+            del it  # an iterator left alive keeps the store open (and locked) past close()
 
     def _failure(self, what: str, exc: Exception) -> StorageError:
         text = f"{self.path}: {what} failed: {exc}"
@@ -219,10 +219,6 @@ def _checked_reads() -> ReadOptions:
     # a scan of the whole store must not push the working set out of the block cache
     options.fill_cache(False)
     return options
-
-
-def _check_status(it: RdictIter) -> None:
-    it.status()
 
 
 def _damaged(exc: Exception) -> bool:

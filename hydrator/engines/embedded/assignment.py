@@ -27,7 +27,7 @@ from hydrator.engines.embedded.state_dir import StateDirectory
 from hydrator.engines.embedded.task import DEFAULT_CACHE_BYTES, Sink, Task
 from hydrator.engines.embedded.topology import Topology
 from hydrator.kafka.offsets import OffsetProbe
-from state.errors import StoreCorrupted
+from state.errors import StorageError, StoreCorrupted
 from state.large import DEFAULT_COMPRESSION, DEFAULT_THRESHOLD
 
 log = logging.getLogger(__name__)
@@ -147,6 +147,18 @@ class Assignment:
             self._local_handoffs,
             restored.rebuilt,
         )
+
+    def set_aside(self, failure: StorageError) -> None:
+        """After a store failed while running (its task closed now): a damaged one is moved
+        aside, so that the task's next open rebuilds it from the changelog. Other failures (a
+        full disk, say) leave it: its files are sound."""
+        if not isinstance(failure, StoreCorrupted) or failure.path is None:
+            return
+        for p in range(self._topology.partitions):
+            path = self._state_dir.store_path(self._topology.changelog_topic, p)
+            if path == failure.path:
+                self._restorer.set_aside(path, p, failure)
+                return
 
     def _bounds(self, partitions: list[int]) -> dict[tuple[str, int], tuple[int, int]]:
         """(low watermark, end) of these partition numbers of every subscribed topic, now."""
