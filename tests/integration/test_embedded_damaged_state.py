@@ -11,11 +11,14 @@ placeholder's fill reads it lazily, inside the hydration rules.
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from state import layout
 from state.layout import is_large_value_key
 from state.stores.rocksdb import RocksDBStore
 from tests.harness.cdc_events import ToastTable, after_of
@@ -94,6 +97,38 @@ class Run:
         assert deleted == []
 
 
+def _state_tool(run: Run, *args: str) -> subprocess.CompletedProcess[str]:
+    where = ["--state-dir", str(run.state_dir), "--application-id", run.name]
+    return subprocess.run(
+        [sys.executable, "-m", "hydrator.cli", "state", *args, *where],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _first_value_owner(store: Path) -> str:
+    """The canonical key of the row whose large value sorts first in `store`: it lies in the
+    store's first data block."""
+    opened = RocksDBStore(store)
+    first = next(opened.keys_with_prefix(layout.LARGE_VALUE_PREFIX))
+    opened.close()
+    return layout.split_state_key(layout.split_large_value_key(first)[0])[1]
+
+
+def _tools_report_damage(run: Run, reason: str, damaged_key: str | None = None) -> None:
+    """`state stats` and `state inspect` (of a key whose state is damaged) on a damaged store:
+    exit 1 and the reason, never `keys: 0` or a traceback."""
+    commands: list[tuple[str, ...]] = [("stats",), ("stats", "--json")]
+    if damaged_key is not None:
+        commands.append(("inspect", "--key", damaged_key))
+    for args in commands:
+        done = _state_tool(run, *args)
+        assert done.returncode == 1, (args, done.stdout, done.stderr)
+        assert "damaged" in done.stderr and reason in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr and done.stdout == "", done
+
+
 def _garble_first_block(store: Path) -> int:
     """16 bytes garbled inside the first data block of each table file; how many files."""
     files = sorted(store.glob("*.sst"))
@@ -117,8 +152,10 @@ def test_garbled_table_files_between_runs_are_found_at_open(
 ) -> None:
     run = Run(kafka_broker, unique_name, tmp_path)
     stores = run.insert_and_flush()
+    damaged_key = _first_value_owner(stores[0])
     for store in stores:
         assert _garble_first_block(store) >= 1
+    _tools_report_damage(run, "block checksum mismatch", damaged_key)
     run.update_all()
     log = run.once()
     _moved(log, stores)
@@ -181,6 +218,7 @@ def test_large_values_or_rows_removed_from_a_store_are_rebuilt_never_forgotten(
     every later update stayed unresolved, even after a rebuild."""
     run = Run(kafka_broker, unique_name, tmp_path)
     stores = run.insert_and_flush()
+    damaged_key = _first_value_owner(stores[0])
     without_values, without_rows = (RocksDBStore(path) for path in stores)
     values = list(without_values.keys_with_prefix(b"\x00\x01"))
     assert values
@@ -189,6 +227,7 @@ def test_large_values_or_rows_removed_from_a_store_are_rebuilt_never_forgotten(
     without_rows.apply_unversioned({key: None for key in rows[: len(rows) // 2]})
     without_values.close()
     without_rows.close()
+    _tools_report_damage(run, "missing", damaged_key)
 
     run.update_all()
     log = run.once()
