@@ -124,7 +124,7 @@ def open_read_only(path: Path) -> Rdict:
 def _checked_reads() -> ReadOptions:
     options = ReadOptions()
     options.set_verify_checksums(True)
-    options.fill_cache(False)
+    options.fill_cache(False)  # type: ignore[call-arg]  # rocksdict's stub lacks the flag
     return options
 
 
