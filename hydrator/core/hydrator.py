@@ -10,8 +10,9 @@ the DLQ. Handoffs read back go through `receive_handoff`; `tick` applies timeout
 These entry points never raise for what a record carries: whatever the exception, the record
 becomes a dead letter whose reason is `<format>: <ExceptionType>: <message>` (the format named,
 as a wrong `--format` is the commonest cause; under `auto` the format detected or those tried),
-and the state stays as it was. Only `--on-unresolved fail` (UnresolvedColumnsError) and running
-out of memory go through.
+and the state stays as it was. Only `--on-unresolved fail` (UnresolvedColumnsError), running
+out of memory and a failing state store (StorageError: a large value is read from the store
+while the rules run) go through: they are no record's fault.
 """
 
 from __future__ import annotations
@@ -35,12 +36,13 @@ from hydrator.core.settings import (
     UnresolvedColumnsError,
 )
 from hydrator.events import Absent, ChangeEvent, Codec, Headers, Op, Passthrough, RawRecord
+from state.errors import StorageError
 from state.handoff import Handoff
 from state.record import StateRecord
 
 HEADER_STALE = "hydrator.stale"
-# Not hostile input: deliberate stops, and the machine itself failing.
-_PASSED_THROUGH = (UnresolvedColumnsError, MemoryError)
+# Not hostile input: deliberate stops, and the machine itself failing (memory, the state store).
+_PASSED_THROUGH = (UnresolvedColumnsError, MemoryError, StorageError)
 REASON_CHARS = 1000
 
 
