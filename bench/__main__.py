@@ -1,6 +1,6 @@
 """`python -m bench`: the benchmarks (bench/README.md).
 
-python -m bench [options]            every runner on one pre-loaded workload: one table
+python -m bench [options]            every runner on two pre-loaded backlogs, timed marginally
 python -m bench latency [options]    end-to-end latency and RSS over time at a steady rate
 python -m bench profile [options]    cProfile of the embedded engine on the workload
 """
@@ -20,6 +20,7 @@ RUNNER_KEYS = (
     "copy",
     "quix-alo",
     "quix-eos",
+    "quix-eos-2",
     "embedded",
     "embedded-w1",
     "spark-copy",
@@ -62,15 +63,22 @@ def shape_of(args: argparse.Namespace) -> WorkloadShape:
 
 
 def throughput(argv: list[str]) -> None:
+    from bench.marginal import small_backlog
     from bench.report import markdown
     from bench.throughput import Options, run_bench
 
     parser = argparse.ArgumentParser(
         prog="python -m bench",
-        description="Every runner, one after another, on one pre-loaded workload.",
+        description="Every runner, one after another, on a small and a large pre-loaded "
+        "backlog of one workload; events/s and CPU per event from the difference.",
         epilog="Arguments after `--` go to every `hydrator run` (embedded and Spark).",
     )
     workload_options(parser, events=100_000, row_bytes=1_000, toast_bytes=8_000)
+    parser.add_argument(
+        "--small-events",
+        type=int,
+        help="the small backlog (default: a quarter of --events, at least --keys)",
+    )
     parser.add_argument(
         "--runners",
         default="",
@@ -90,8 +98,15 @@ def throughput(argv: list[str]) -> None:
     if unknown:
         parser.error(f"--runners: unknown {', '.join(unknown)} (known: {', '.join(RUNNER_KEYS)})")
     shape = shape_of(args)
+    try:
+        small = args.small_events or small_backlog(shape.events, shape.keys)
+    except ValueError as exc:
+        parser.error(str(exc))
+    if not shape.keys <= small < shape.events:
+        parser.error("--small-events must be at least --keys and less than --events")
     options = Options(
         shape=shape,
+        small_events=small,
         partitions=args.partitions,
         bootstrap_servers=args.bootstrap_servers,
         selected=selected,
