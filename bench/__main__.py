@@ -144,6 +144,12 @@ def latency(argv: list[str]) -> None:
         help="refuse a run the local broker (which keeps every record in memory) would need "
         "more memory for (default: 8)",
     )
+    parser.add_argument(
+        "--quix",
+        action="store_true",
+        help="then run Quix Streams EOS (one instance) at the same rate: p99 as a ratio too",
+    )
+    parser.add_argument("--quix-venv", type=Path, default=default_location())
     own, engine_args = _split(argv)
     args = parser.parse_args(own)
     if args.rate < 1 or args.minutes <= 0:
@@ -157,6 +163,7 @@ def latency(argv: list[str]) -> None:
         seconds=args.minutes * 60,
         max_broker_bytes=int(args.max_broker_gb * 2**30),
         engine_args=tuple(engine_args),
+        quix_venv=args.quix_venv if args.quix else None,
     )
     report = run_latency(options)
     print(summary(report))
