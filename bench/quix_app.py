@@ -64,6 +64,7 @@ def main() -> None:
     parser.add_argument("--guarantee", choices=("at-least-once", "exactly-once"), required=True)
     parser.add_argument("--count", type=int, required=True, help="stop after this many outputs")
     parser.add_argument("--commit-interval", type=float, default=5.0, help="Quix's default")
+    parser.add_argument("--loglevel", default="WARNING", help="Quix Streams' (INFO: its steps)")
     parser.add_argument("--instances", type=int, default=1, help="processes in the group")
     parser.add_argument(
         "--idle-timeout",
@@ -82,7 +83,7 @@ def main() -> None:
         state_dir=args.state_dir,
         processing_guarantee=args.guarantee,
         commit_interval=args.commit_interval,
-        loglevel="WARNING",
+        loglevel=args.loglevel,
         # Values of ~20 KB (a hydrated event with its before image): librdkafka's default
         # message.max.bytes is 1 MB, enough; the fetch size stays the default too.
     )

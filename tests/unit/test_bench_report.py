@@ -131,3 +131,42 @@ def test_the_machine_line_gives_the_python_speed_runs_are_compared_by() -> None:
     line = describe(machine)
     assert line.startswith(f"{machine['cpus']} CPUs, load average at start ")
     assert line.endswith(f"Python speed {machine['python_loop_mops']} M loop steps/s")
+
+
+def test_the_latency_table_sets_the_engine_p99_against_quix_at_the_same_rate() -> None:
+    from bench.latency import _p99_ratio, summary
+
+    def run(p99: float) -> dict:
+        return {
+            "fed": 1_000,
+            "seen": 1_000,
+            "feed_rate": 5_000,
+            "latency_ms": {"p50": 10.0, "p90": 20.0, "p99": p99, "max": 300.0},
+            "rss": {"mb_at_tenths": [1.0] * 11, "growth_pct": 0.0, "peak_mb": 1.0},
+        }
+
+    engine, quix = run(200.0), run(400.0)
+    assert _p99_ratio(engine, quix) == 0.5
+    assert _p99_ratio(engine, run(None)) is None  # type: ignore[arg-type]
+    report = {
+        "workload": {
+            "keys": 100,
+            "row_bytes": 500,
+            "toast_bytes": 2_000,
+            "placeholder_ratio": 0.5,
+            "partitions": 4,
+        },
+        "machine": {"cpus": 2, "load_average_at_start": [0.1], "python_loop_mops": 30.0},
+        "rate": 5_000,
+        "seconds": 60,
+        **engine,
+        "quix": quix,
+        "p99_ratio_to_quix": 0.5,
+    }
+    text = summary(report)
+    assert (
+        "| end-to-end latency p50 / p90 / p99 / max (ms) | 10.0 / 20.0 / 200.0 / 300.0 | " in text
+    )
+    assert "| p99 ratio, engine / Quix | 0.5 | |" in text
+    alone = {k: v for k, v in report.items() if k not in ("quix", "p99_ratio_to_quix")}
+    assert "Quix" not in summary(alone)
