@@ -150,6 +150,14 @@ def latency(argv: list[str]) -> None:
         help="then run Quix Streams EOS (one instance) at the same rate: p99 as a ratio too",
     )
     parser.add_argument("--quix-venv", type=Path, default=default_location())
+    parser.add_argument(
+        "--quix-commit-interval",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="Quix's commit interval; its exactly-once outputs become visible at each commit "
+        "(default: 5, Quix's own)",
+    )
     own, engine_args = _split(argv)
     args = parser.parse_args(own)
     if args.rate < 1 or args.minutes <= 0:
@@ -164,6 +172,7 @@ def latency(argv: list[str]) -> None:
         max_broker_bytes=int(args.max_broker_gb * 2**30),
         engine_args=tuple(engine_args),
         quix_venv=args.quix_venv if args.quix else None,
+        quix_commit_interval_s=args.quix_commit_interval,
     )
     report = run_latency(options)
     print(summary(report))

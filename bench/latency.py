@@ -50,6 +50,7 @@ class LatencyOptions:
     max_broker_bytes: int
     engine_args: tuple[str, ...]
     quix_venv: Path | None = None  # given: the peer runs after the engine, at the same rate
+    quix_commit_interval_s: float = 5.0  # Quix's default: its EOS outputs show at each commit
 
     @property
     def fed(self) -> int:
@@ -90,8 +91,13 @@ def run_latency(options: LatencyOptions) -> dict[str, Any]:
         if options.quix_venv is not None:
             python = quix_python(options.quix_venv, Path(work) / "quix-venv.log")
             peer = quix_runner("exactly-once", 1, python, None)
+            interval = ["--commit-interval", str(options.quix_commit_interval_s)]
             quix = _run_one(
-                kafka.bootstrap_servers, shape, options, Path(work) / "quix", peer.command
+                kafka.bootstrap_servers,
+                shape,
+                options,
+                Path(work) / "quix",
+                lambda plan: [*peer.command(plan), *interval],
             )
     report = {
         "machine": machine,
@@ -102,7 +108,7 @@ def run_latency(options: LatencyOptions) -> dict[str, Any]:
         **engine,
     }
     if quix is not None:
-        report["quix"] = quix
+        report["quix"] = quix | {"commit_interval_s": options.quix_commit_interval_s}
         report["p99_ratio_to_quix"] = _p99_ratio(engine, quix)
     return report
 
@@ -352,7 +358,12 @@ def summary(report: dict[str, Any]) -> str:
     lines = [
         f"Embedded engine at {report['rate']:,} events/s for {report['seconds']:.0f} s "
         f"(fed at {report['feed_rate']:,}/s)"
-        + (f", then Quix Streams EOS (fed at {quix['feed_rate']:,}/s)" if quix else "")
+        + (
+            f", then Quix Streams EOS, {quix.get('commit_interval_s', 5.0):g} s commits "
+            f"(fed at {quix['feed_rate']:,}/s)"
+            if quix
+            else ""
+        )
         + f": {shape['keys']:,} keys, "
         f"~{shape['row_bytes']:,} B row + {shape['toast_bytes']:,} B TOAST column, "
         f"{shape['placeholder_ratio']:.0%} placeholders, {shape['partitions']} partitions; "
