@@ -18,6 +18,7 @@ from collections import Counter
 from dataclasses import replace
 
 from hydrator.core import rules
+from hydrator.core.changes import changed_columns, changed_header
 from hydrator.core.records import (
     HEADER_FILLED,
     HEADER_SOURCE,
@@ -163,9 +164,17 @@ class Hydrator:
             counts["handoffs_sent"] = 1
         if not hydration.unresolved:
             value = self.codec.encode(event, hydration.patch)
-            emitted = (_output(record, value, hydration.filled),)
+            emitted = (
+                _output(record, value, hydration.filled, (), self._changed(event, hydration)),
+            )
             return Transition(hydration.state, emitted, handoffs, (), counts)
         return self._unresolved(record, event, hydration, handoffs, counts)
+
+    def _changed(self, event: ChangeEvent, hydration: rules.Hydration) -> Headers:
+        """Header `hydrator.changed` (unless `--no-changed-header`)."""
+        if not self.settings.changed_header:
+            return ()
+        return (changed_header(changed_columns(event, hydration.patch, hydration.unresolved)),)
 
     def _unresolved(
         self,
@@ -192,7 +201,8 @@ class Hydrator:
             counts["dead_letters"] = 1
             return Transition(hydration.state, (), handoffs, (dead,), counts)
         value = self.codec.encode(event, hydration.patch)
-        emitted = (_output(record, value, hydration.filled, hydration.unresolved),)
+        changed = self._changed(event, hydration)
+        emitted = (_output(record, value, hydration.filled, hydration.unresolved, changed),)
         return Transition(hydration.state, emitted, handoffs, counts=counts)
 
     def _stale(self, state: StateRecord | None, record: RawRecord) -> Transition:
