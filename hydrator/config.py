@@ -25,6 +25,7 @@ from urllib.request import url2pathname
 
 from hydrator.core.settings import HydrationSettings
 from hydrator.formats.options import FormatOptions
+from hydrator.postgres.settings import ReselectSettings
 from state.large import DEFAULT_COMPRESSION
 
 DEFAULT_APPLICATION_ID = "toast-hydrator"
@@ -120,6 +121,8 @@ class RunConfig:
     # How the run logs (a worker process sets its logging up from these).
     log_level: str = "INFO"
     log_format: str = "text"
+    # --reselect: read placeholders nothing else fills from the Postgres source (None: off).
+    reselect: ReselectSettings | None = None
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,9 @@ def changed_columns(
     filled = patch.after  # copied from `previous`: equal by construction, never compared
     changed = []
     for column in new:
-        if column in skip or (column in filled and patch.old_image is not None):
+        if column in skip or (
+            column in filled and patch.old_image is not None and column in previous
+        ):
             continue
         if column not in previous or not _same_cell(_cell(previous, column), new[column]):
             changed.append(column)

@@ -27,6 +27,7 @@ from hydrator.core.records import (
     OutputRecord,
     Transition,
 )
+from hydrator.core.reselect import Reselected, reselect_headers
 from hydrator.core.settings import (
     HydrationSettings,
     OnStale,
@@ -90,20 +91,31 @@ class Hydrator:
     # -- records -------------------------------------------------------------------------------
 
     def process(
-        self, state: StateRecord | None, record: RawRecord, key: str | None, now_ms: int
+        self,
+        state: StateRecord | None,
+        record: RawRecord,
+        key: str | None,
+        now_ms: int,
+        reselected: Reselected | None = None,
     ) -> Transition:
         """Apply one input record to its key's state (`key` is what `route` gave: the key of
         `state`, None for a stateless record); a record that cannot be applied is a dead letter,
-        whatever it raised."""
+        whatever it raised. `reselected`: values read from the source for columns of this
+        record that nothing else can fill (core/reselect.py)."""
         try:
-            return self._process(state, record, key, now_ms)
+            return self._process(state, record, key, now_ms, reselected)
         except _PASSED_THROUGH:
             raise
         except Exception as exc:
             return rejected(DeadLetter(record, failure_reason(exc)), state)
 
     def _process(
-        self, state: StateRecord | None, record: RawRecord, key: str | None, now_ms: int
+        self,
+        state: StateRecord | None,
+        record: RawRecord,
+        key: str | None,
+        now_ms: int,
+        reselected: Reselected | None = None,
     ) -> Transition:
         oversize = self._oversize(record)
         if oversize is not None:
@@ -117,7 +129,7 @@ class Hydrator:
             return Transition(
                 state, emitted=(_output(record, record.value),), counts={"passthrough": 1}
             )
-        return self._apply(state, record, key, decoded, now_ms)
+        return self._apply(state, record, key, decoded, now_ms, reselected)
 
     def _apply(
         self,
@@ -126,6 +138,7 @@ class Hydrator:
         key: str | None,
         event: ChangeEvent,
         now_ms: int,
+        reselected: Reselected | None = None,
     ) -> Transition:
         if rules.is_stale(state, event.position):
             return self._stale(state, record)
@@ -145,9 +158,12 @@ class Hydrator:
                     return self._overflow(state, record, full)
                 waiting = replace(state or StateRecord(), parked=(record,), awaiting=event.old_key)
                 return Transition(_settle(waiting, now_ms), counts={"parked": 1})
-        hydration = rules.hydrate(state, event, self.settings, now_ms, image)
+        hydration = rules.hydrate(state, event, self.settings, now_ms, image, reselected)
         # a plain dict: Counter's constructor cost a tenth of a whole step
         counts = {"events": 1, "filled_columns": len(hydration.filled)}
+        if hydration.reselected or hydration.reselected_current:
+            counts["reselected_columns_exact"] = len(hydration.reselected)
+            counts["reselected_columns_current"] = len(hydration.reselected_current)
         handoffs = ()
         if event.op is Op.DELETE and event.new_key is not None and key is not None:
             handoffs = (
@@ -171,10 +187,12 @@ class Hydrator:
         return self._unresolved(record, event, hydration, handoffs, counts)
 
     def _changed(self, event: ChangeEvent, hydration: rules.Hydration) -> Headers:
-        """Header `hydrator.changed` (unless `--no-changed-header`)."""
+        """Headers `hydrator.changed` (unless `--no-changed-header`) and the re-selected ones."""
+        extra = reselect_headers(hydration.reselected, hydration.reselected_current)
         if not self.settings.changed_header:
-            return ()
-        return (changed_header(changed_columns(event, hydration.patch, hydration.unresolved)),)
+            return extra
+        changed = changed_columns(event, hydration.patch, hydration.unresolved)
+        return (*extra, changed_header(changed)) if extra else (changed_header(changed),)
 
     def _unresolved(
         self,
