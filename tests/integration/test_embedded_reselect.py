@@ -30,6 +30,7 @@ from hydrator.config import RunConfig
 from hydrator.core.records import HEADER_FILLED, HEADER_SOURCE, HEADER_UNRESOLVED
 from hydrator.core.reselect import HEADER_RESELECTED, HEADER_RESELECTED_CURRENT
 from hydrator.engines.embedded import engine as embedded_engine
+from hydrator.engines.embedded import loop
 from hydrator.engines.embedded.engine import EmbeddedEngine
 from hydrator.engines.embedded.reselect import BatchReselect
 from hydrator.formats.placeholders import PlaceholderForms
@@ -74,19 +75,24 @@ def reselect_workload(seed: int = 27) -> oracle.Workload:
     return oracle.Workload([*inserts, *txs])
 
 
-@pytest.fixture(scope="module")
-def capture(
-    debezium_jvm: None, kafka_broker: Broker, postgres_module: PgDatabase
-) -> oracle.TwinCapture:
-    base = f"resel_{uuid.uuid4().hex[:6]}"
+@pytest.fixture(scope="module", params=["bytes", "hex"])
+def captures(
+    request: pytest.FixtureRequest,
+    debezium_jvm: None,
+    kafka_broker: Broker,
+    postgres_module: PgDatabase,
+) -> dict[bool, oracle.TwinCapture]:
+    """One Debezium run per binary.handling.mode, serialized with schemas.enable true and false."""
+    base = f"resel_{request.param}_{uuid.uuid4().hex[:6]}"
     return oracle.capture_twins_envelopes(
         postgres_module,
         kafka_broker.bootstrap_servers,
         reselect_workload(),
         base,
-        envelopes=(False,),
+        envelopes=(True, False),
+        binary_handling_mode=request.param,
         partitions=PARTITIONS,
-    )[False]
+    )
 
 
 def late(records: list[oracle.Captured]) -> list[oracle.Captured]:
@@ -196,13 +202,21 @@ def twin_after_by_source(capture: oracle.TwinCapture) -> dict[str, dict[str, Any
     return paired
 
 
+@pytest.mark.parametrize(
+    ("schemas", "batch"),
+    [(True, "whole"), (False, "whole"), (False, "small")],
+    ids=["schemas_true", "schemas_false", "schemas_false-small_batches"],
+)
 def test_an_empty_state_reselects_every_placeholder_and_says_which_are_exact(
-    capture: oracle.TwinCapture,
+    captures: dict[bool, oracle.TwinCapture],
+    schemas: bool,
+    batch: str,
     kafka_broker: Broker,
     postgres_module: PgDatabase,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    capture = captures[schemas]
     bootstrap = kafka_broker.bootstrap_servers
     records = late(capture.default)
     topic = f"{capture.default_topic}.late"
@@ -210,6 +224,9 @@ def test_an_empty_state_reselects_every_placeholder_and_says_which_are_exact(
     produce(bootstrap, topic, records)
     counting = CountingReselect()
     monkeypatch.setattr(embedded_engine, "batch_reselect", counting)
+    if batch == "small":  # consumed batches of at most 4 records: many batches need a query
+        monkeypatch.setattr(loop, "FIRST_BATCH", 4)
+        monkeypatch.setattr(loop, "MAX_BATCH", 4)
 
     EmbeddedEngine(config_for(kafka_broker, topic, tmp_path, postgres_module.dsn)).run()
 
@@ -226,7 +243,7 @@ def test_an_empty_state_reselects_every_placeholder_and_says_which_are_exact(
         for i, r in enumerate(x for x in records if x.partition == p)
     }
     twin_after = twin_after_by_source(capture)
-    shapes = oracle.placeholder_shapes("bytes")
+    shapes = oracle.placeholder_shapes(capture.options.binary_handling_mode or "bytes")
     last_tx: dict[str, int] = {}  # key -> txId of the row's last writer
     for r in capture.default:
         if r.value is not None:
@@ -253,12 +270,16 @@ def test_an_empty_state_reselects_every_placeholder_and_says_which_are_exact(
         exact_total += len(exact)
         current_total += len(current)
     assert exact_total > 0 and current_total > 0
-    # the row updated twice in one transaction: its first event is not exact
-    eleven = [o for o in outputs if oracle.canonical_key(o.key) == '{"id":11}']
-    assert len(eleven) == 2 and not headers_of(eleven[0], HEADER_RESELECTED)
+    if batch == "whole":
+        # the row updated twice in one transaction, both in one batch: the first is not exact
+        # (split over two batches, nothing tells; docs/cold-start.md)
+        eleven = [o for o in outputs if oracle.canonical_key(o.key) == '{"id":11}']
+        assert len(eleven) == 2 and not headers_of(eleven[0], HEADER_RESELECTED)
 
     assert counting.queries, "nothing was re-selected"
     assert max(counting.queries.values()) == 1, counting.queries
+    if batch == "small":
+        assert len({b for b, _ in counting.queries}) > 1, counting.queries
     print(
         f"re-select: {len(outputs)} outputs, {exact_total} exact and {current_total} current "
         f"columns, {sum(counting.queries.values())} queries in {counting.batches} batches"
@@ -276,7 +297,7 @@ def proxy(postgres_module: PgDatabase) -> Iterator[TcpProxy]:
 
 
 def test_a_database_cut_off_mid_run_stops_nothing(
-    capture: oracle.TwinCapture,
+    captures: dict[bool, oracle.TwinCapture],
     kafka_broker: Broker,
     postgres_module: PgDatabase,
     proxy: TcpProxy,
@@ -284,6 +305,7 @@ def test_a_database_cut_off_mid_run_stops_nothing(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    capture = captures[False]
     bootstrap = kafka_broker.bootstrap_servers
     records = late(capture.default)
     half = len(records) // 2

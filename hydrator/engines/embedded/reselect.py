@@ -47,6 +47,7 @@ class BatchReselect:
         settings = replace(hydrator.settings, on_unresolved=OnUnresolved.KEEP, changed_header=False)
         self._scratch = Hydrator(hydrator.codec, settings)
         self.client = client
+        self._patterns = placeholder_patterns(client.forms)
 
     def prepare(
         self, records: Iterable[tuple[StateSource, RawRecord]], now_ms: int
@@ -80,16 +81,23 @@ class BatchReselect:
     def _misses(
         self, batch: list[tuple[StateSource, RawRecord]], now_ms: int
     ) -> tuple[list[Miss], list[tuple[str, RawRecord]]]:
-        """The batch's misses, and its records with their keys."""
+        """The batch's misses, and the records of their keys with the keys. Only the keys of
+        records that may hold a placeholder (its spellings are looked for in the bytes) go
+        through the scratch pass, so a batch without any costs a substring search a record."""
         scratch: dict[bytes, StateRecord | None] = {}
         misses: list[Miss] = []
-        routed: list[tuple[str, RawRecord]] = []
+        routed: list[tuple[str, StateSource, RawRecord]] = []
         hydrator = self._scratch
+        candidates: set[str] = set()  # keys with a record that may hold a placeholder
         for task, record in batch:
             route = hydrator.route(record)
-            if not isinstance(route, str):
+            if isinstance(route, str):
+                routed.append((route, task, record))
+                if _may_hold(record.value, self._patterns):
+                    candidates.add(route)
+        for route, task, record in routed:
+            if route not in candidates:
                 continue
-            routed.append((route, record))
             key = state_key(record.topic, route)
             state = scratch[key] if key in scratch else task.state(key)
             step = hydrator.process(state, record, route, now_ms)
@@ -100,7 +108,20 @@ class BatchReselect:
                     miss = miss_of(record, route, columns)
                     if miss is not None:
                         misses.append(miss)
-        return misses, routed
+        return misses, [(route, record) for route, _, record in routed if route in candidates]
+
+
+def placeholder_patterns(forms: PlaceholderForms) -> tuple[bytes, ...]:
+    """Byte strings one of which is in every JSON value holding a placeholder: the text (also
+    inside arrays and hstore), its base64 spellings, the name-based uuid, and the start of the
+    integer-array spelling (compact, as Kafka Connect's JsonConverter writes)."""
+    ints = ",".join(str(b) for b in forms.byte_ints[:8])
+    spellings = (forms.text, forms.base64, forms.base64_url, forms.uuid, ints)
+    return tuple(dict.fromkeys(s.encode() for s in spellings if s))
+
+
+def _may_hold(value: bytes | None, patterns: tuple[bytes, ...]) -> bool:
+    return value is not None and any(p in value for p in patterns)
 
 
 def _unresolved(headers: Iterable[tuple[str, bytes | None]]) -> tuple[str, ...]:
