@@ -15,6 +15,9 @@ are gone from the topic, as retention or compaction removes them), an empty stat
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -38,6 +41,7 @@ from hydrator.postgres.reselect import PostgresReselect, Table
 from hydrator.postgres.settings import ReselectSettings
 from tests.harness import oracle
 from tests.harness.debezium import create_topics
+from tests.harness.hydrator_process import run_args
 from tests.harness.kafka import Broker
 from tests.harness.postgres import PgDatabase
 from tests.harness.proxy import TcpProxy
@@ -349,3 +353,47 @@ def test_a_database_cut_off_mid_run_stops_nothing(
     assert "re-select from 127.0.0.1" in logged
     assert PASSWORD not in logged
     print(f"cut mid-run: {len(outputs)} outputs, {len(unresolved)} unresolved, {took:.1f} s")
+
+
+def test_the_command_line_reselects_and_keeps_the_password_out_of_its_output(
+    captures: dict[bool, oracle.TwinCapture],
+    kafka_broker: Broker,
+    postgres_module: PgDatabase,
+    tmp_path: Path,
+) -> None:
+    """`hydrator run --reselect` (the DSN from HYDRATOR_RESELECT, with a password) and
+    `--no-changed-header`, as an operator runs it."""
+    capture = captures[False]
+    bootstrap = kafka_broker.bootstrap_servers
+    records = late(capture.default)
+    topic = f"{capture.default_topic}.cli"
+    create_topics(bootstrap, [topic], PARTITIONS)
+    produce(bootstrap, topic, records)
+    db = postgres_module
+    dsn = f"postgresql://{db.user}:{PASSWORD}@{db.host}:{db.port}/{db.dbname}"
+    args = run_args(
+        bootstrap,
+        f"resel-cli-{uuid.uuid4().hex[:6]}",
+        [topic],
+        tmp_path,
+        "--available-now",
+        "--no-changed-header",
+        "--reselect-max-qps",
+        "50",
+        output_suffix=".out",
+    )
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "HYDRATOR_RESELECT": dsn}
+    done = subprocess.run(
+        [sys.executable, "-m", "hydrator.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert PASSWORD not in done.stdout + done.stderr
+    outputs = oracle.consume_all(bootstrap, topic + ".out", expected=len(records))
+    assert len(outputs) == len(records)
+    assert all(o.header(HEADER_UNRESOLVED) is None for o in outputs)
+    assert all(o.header("hydrator.changed") is None for o in outputs)
+    assert any(o.header(HEADER_RESELECTED) is not None for o in outputs)
