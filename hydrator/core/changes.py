@@ -30,7 +30,8 @@ from hydrator.events import ChangeEvent, Image, Op, Patch
 from state.large import LargeValue, LazyImage, digest_of
 
 HEADER_CHANGED = "hydrator.changed"
-_PLAIN = (str, int, bool, float, type(None))
+_PLAIN = frozenset({str, int, bool, float, type(None)})
+_ABSENT: Any = object()
 
 
 def changed_columns(
@@ -40,20 +41,27 @@ def changed_columns(
     new = patch.new_image
     if event.op is Op.DELETE or new is None:
         return ()
-    skip = frozenset(unresolved)
+    skip = unresolved  # usually empty
     if event.op in (Op.CREATE, Op.READ):
         return tuple(column for column in new if column not in skip)
     previous = patch.old_image if patch.old_image is not None else _full_before(event, patch)
     if previous is None:
         return tuple(column for column in new if column not in skip)
-    filled = patch.after  # copied from `previous`: equal by construction, never compared
+    # Columns copied from `previous` are equal by construction: never compared (nor read).
+    filled = patch.after if patch.old_image is not None else {}
+    cells = previous.cells if type(previous) is LazyImage else previous
+    plain = _PLAIN
     changed = []
-    for column in new:
-        if column in skip or (
-            column in filled and patch.old_image is not None and column in previous
-        ):
+    for column, value in new.items():  # the common cases inline: this runs for every event
+        if column in skip or (column in filled and column in cells):
             continue
-        if column not in previous or not _same_cell(_cell(previous, column), new[column]):
+        old = cells.get(column, _ABSENT)
+        if old is value:
+            continue
+        kind = type(value)
+        if kind is type(old) and kind in plain and old == value:
+            continue
+        if old is _ABSENT or not _same_cell(old, value):
             changed.append(column)
     return tuple(changed)
 
@@ -77,11 +85,6 @@ def _full_before(event: ChangeEvent, patch: Patch) -> Image | None:
     if any(column not in patch.before for column in event.missing_before):
         return None  # a placeholder in it that nothing filled: not a known value
     return {**before, **patch.before}
-
-
-def _cell(image: Image, column: str) -> Any:
-    """The stored cell, a LargeValue reference left unread."""
-    return image.cells[column] if type(image) is LazyImage else image[column]
 
 
 def _same_cell(stored: Any, value: Any) -> bool:

@@ -103,17 +103,14 @@ def hydrate(
     exact: tuple[str, ...] = ()
     current: tuple[str, ...] = ()
     if reselected is not None and unresolved:
-        from_state = (*patch.after,)
         unresolved, exact, current = fill_reselected(unresolved, reselected, patch.after)
-        patch_filled_from_state: tuple[str, ...] | None = from_state
-    else:
-        patch_filled_from_state = None
     if event.absent is Absent.MISSING and event.op is not Op.DELETE and event.after is not None:
         fill_absent(event.after, image, patch.after)
     if event.op in (Op.UPDATE, Op.DELETE):
         unresolved += _fill_before(event, image, settings, patch)
-    if patch_filled_from_state is not None:  # re-selected columns are not `filled`
-        filled = tuple(dict.fromkeys([*patch_filled_from_state, *patch.before]))
+    if exact or current:  # re-selected columns are not `filled`
+        taken = {*exact, *current}
+        filled = tuple(dict.fromkeys([*(c for c in patch.after if c not in taken), *patch.before]))
     else:
         filled = (
             tuple(dict.fromkeys([*patch.after, *patch.before])) if patch.before else (*patch.after,)
@@ -137,7 +134,9 @@ def fill_reselected(
 ) -> tuple[list[str], tuple[str, ...], tuple[str, ...]]:
     """Fill what the state could not from re-selected values: the columns still unresolved,
     and the re-selected ones, proven (exact) and not (current)."""
-    left, exact, current = [], [], []
+    left: list[str] = []
+    exact: list[str] = []
+    current: list[str] = []
     for column in unresolved:
         if column in reselected.values:
             into[column] = reselected.values[column]
