@@ -31,7 +31,8 @@ class Miss:
 
 def miss_of(record: RawRecord, state_key: str, columns: tuple[str, ...]) -> Miss | None:
     """The re-select request for `columns` of `record`'s `after`; None when the record does not
-    say where its row is (not a Postgres event, no key, a key that is not an object of scalars)."""
+    say where its row is (not a Postgres event, no key, a key that is not an object of integers
+    and strings). An event without `source.connector` is taken for a Postgres one."""
     if record.key is None or record.value is None or not columns:
         return None
     try:
@@ -42,6 +43,8 @@ def miss_of(record: RawRecord, state_key: str, columns: tuple[str, ...]) -> Miss
     source, after = payload.get("source"), payload.get("after")
     if not isinstance(source, dict) or not isinstance(after, dict) or not isinstance(key, dict):
         return None
+    if source.get("connector", "postgresql") != "postgresql":
+        return None  # another database's event (MySQL, SQL Server, ...): not ours to read
     schema, table = source.get("schema"), source.get("table")
     if not isinstance(schema, str) or not isinstance(table, str) or not key:
         return None

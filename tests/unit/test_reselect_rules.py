@@ -181,6 +181,11 @@ def test_a_miss_names_table_key_transaction_and_placeholders() -> None:
     no_table = {"op": "u", "after": {"id": 5, "doc": P}, "source": {"txId": 1}}
     assert miss_of(RawRecord("x", 0, 3, b'{"id":5}', orjson.dumps(no_table)), "k", ("doc",)) is None
     assert miss_of(RawRecord("x", 0, 3, None, orjson.dumps(value)), "k", ("doc",)) is None
+    other = {
+        **value["payload"],
+        "source": {"connector": "sqlserver", "schema": "dbo", "table": "t"},
+    }
+    assert miss_of(RawRecord("x", 0, 3, b'{"id":5}', orjson.dumps(other)), "k", ("doc",)) is None
 
 
 def test_placeholder_patterns_find_every_spelling() -> None:
