@@ -223,7 +223,7 @@ def test_an_empty_state_reselects_every_placeholder_and_says_which_are_exact(
     capture = captures[schemas]
     bootstrap = kafka_broker.bootstrap_servers
     records = late(capture.default)
-    topic = f"{capture.default_topic}.late"
+    topic = f"{capture.default_topic}.late.{batch}"
     create_topics(bootstrap, [topic], PARTITIONS)
     produce(bootstrap, topic, records)
     counting = CountingReselect()
