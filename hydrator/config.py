@@ -25,6 +25,7 @@ from urllib.request import url2pathname
 
 from hydrator.core.settings import HydrationSettings, OnStale, OnUnresolved
 from hydrator.formats.options import FormatOptions
+from hydrator.internal_topics import internal_topic_clash
 from hydrator.kafka.client_config import ClientConfigError, parse_properties
 from hydrator.postgres.settings import DEFAULT_STATEMENT_TIMEOUT_MS, ReselectSettings
 from state.large import DEFAULT_COMPRESSION
@@ -105,6 +106,9 @@ class RunConfig:
     format: str = "auto"
     format_options: FormatOptions = field(default_factory=FormatOptions)
     available_now: bool = False
+    # --available-now: a run that dead-letters more than this share of what it read fails
+    # (hydrator/ops/dead_letter_ratio.py); 0 turns the check off.
+    max_dlq_ratio: float = 0.5
     kafka_properties: Mapping[str, str] = field(default_factory=dict)
     hydration: HydrationSettings = field(default_factory=HydrationSettings)
     commit_interval_ms: int = 100
@@ -120,8 +124,10 @@ class RunConfig:
     large_value_threshold: int | None = 2048
     # ... compressed so (lz4 costs less CPU, zstd writes fewer bytes).
     large_value_compression: str = DEFAULT_COMPRESSION
-    # Where /metrics, /healthz and /readyz are served (all interfaces); None: not served.
+    # Where /metrics, /healthz and /readyz are served; None: not served. The host "" is every
+    # interface (the default); 127.0.0.1 keeps them on this machine.
     metrics_port: int | None = None
+    metrics_host: str = ""
     # Embedded: worker processes (1: the engine runs in the calling process).
     workers: int = 1
     # How the run logs (a worker process sets its logging up from these).
@@ -227,6 +233,10 @@ def build_config(options: Mapping[str, Any]) -> RunConfig:
     output_topic, output_suffix = options["output_topic"], options["output_suffix"]
     if (output_topic is None) == (output_suffix is None):
         raise ConfigError("give exactly one of --output-topic or --output-suffix")
+    if output_topic is not None:
+        clash = internal_topic_clash(options["application_id"], {"": output_topic})
+        if clash is not None:
+            raise ConfigError(clash, "--output-topic")
     try:
         properties = parse_properties(options["kafka_properties"])
     except ClientConfigError as exc:
@@ -270,6 +280,7 @@ def build_config(options: Mapping[str, Any]) -> RunConfig:
         format=options["format_"],
         format_options=format_options,
         available_now=options["available_now"],
+        max_dlq_ratio=options["max_dlq_ratio"],
         kafka_properties=properties,
         hydration=hydration,
         commit_interval_ms=options["commit_interval"],
@@ -283,6 +294,7 @@ def build_config(options: Mapping[str, Any]) -> RunConfig:
         progress_interval_s=options["progress_interval"] / 1000,
         startup_timeout_ms=options["startup_timeout"],
         metrics_port=options["metrics_port"],
+        metrics_host=options.get("metrics_host") or "",
         reselect=_reselect_settings(options),
     )
 
