@@ -56,6 +56,11 @@ COUNTERS: tuple[CounterSpec, ...] = (
     _core("handoffs_expired", "Waiting handoffs dropped unclaimed after --handoff-timeout."),
     _core("tombstones_expired", "Delete tombstones forgotten after --tombstone-retention."),
     _core("states_expired", "Keys forgotten after --state-ttl without a change."),
+    _core(
+        "bootstrap_older_events",
+        "Events older than their key's bootstrapped image: out unfilled, marked hydrator.stale.",
+    ),
+    _core("bootstrap_applied_events", "First events applied over a bootstrapped image."),
     _core("tick_failures", "Timer steps that failed on a state (its parked records to the DLQ)."),
     # -- the embedded engine ---------------------------------------------------------------------
     _embedded("records", "Input records read (handoff records not included)."),

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 
-from hydrator.core import rules
+from hydrator.core import rules, visibility
 from hydrator.core.records import (
     HEADER_FILLED,
     HEADER_SOURCE,
@@ -37,6 +37,8 @@ from state.handoff import Handoff
 from state.record import StateRecord
 
 HEADER_STALE = "hydrator.stale"
+# An event older than the key's bootstrapped image (docs/cold-start.md).
+_OLDER = ((HEADER_STALE, b"bootstrap"),)
 # Not hostile input: deliberate stops, and the machine itself failing.
 _PASSED_THROUGH = (UnresolvedColumnsError, MemoryError)
 REASON_CHARS = 1000
@@ -126,6 +128,12 @@ class Hydrator:
         event: ChangeEvent,
         now_ms: int,
     ) -> Transition:
+        if (
+            state is not None
+            and state.bootstrap is not None
+            and visibility.contains(state.bootstrap, state.pos, event.transaction, event.position)
+        ):
+            return self._older_than_bootstrap(state, record, key, event, now_ms)
         if rules.is_stale(state, event.position):
             return self._stale(state, record)
         image = rules.live_image(state)
@@ -147,6 +155,8 @@ class Hydrator:
         hydration = rules.hydrate(state, event, self.settings, now_ms, image)
         # a plain dict: Counter's constructor cost a tenth of a whole step
         counts = {"events": 1, "filled_columns": len(hydration.filled)}
+        if state is not None and state.bootstrap is not None:
+            counts["bootstrap_applied_events"] = 1
         handoffs = ()
         if event.op is Op.DELETE and event.new_key is not None and key is not None:
             handoffs = (
@@ -167,6 +177,40 @@ class Hydrator:
             return Transition(hydration.state, emitted, handoffs, (), counts)
         return self._unresolved(record, event, hydration, handoffs, counts)
 
+    def _older_than_bootstrap(
+        self,
+        state: StateRecord,
+        record: RawRecord,
+        key: str | None,
+        event: ChangeEvent,
+        now_ms: int,
+    ) -> Transition:
+        """An event the bootstrapped image already contains (hydrator.core.visibility): the
+        image is later than the event, so nothing is filled from it. The event goes out as it
+        came, marked `hydrator.stale: bootstrap`, its missing columns unresolved (rule 6); the
+        state stays. A key change it carries hands off no image (its old image is unknown), so
+        the new key does not wait."""
+        hydration = rules.hydrate(None, event, self.settings, now_ms, None)
+        counts = {"events": 1, "bootstrap_older_events": 1}
+        handoffs: tuple[Handoff, ...] = ()
+        if event.op is Op.DELETE and event.new_key is not None and key is not None:
+            handoff = Handoff(
+                record.topic,
+                event.new_key,
+                key,
+                None,
+                event.position,
+                record.source,
+                event.new_key_route,
+            )
+            handoffs = (handoff,)
+            counts["handoffs_sent"] = 1
+        hydration.state = state
+        if hydration.unresolved:
+            return self._unresolved(record, event, hydration, handoffs, counts, _OLDER)
+        output = _output(record, self.codec.encode(event, hydration.patch), extra=_OLDER)
+        return Transition(state, (output,), handoffs, (), counts)
+
     def _unresolved(
         self,
         record: RawRecord,
@@ -174,6 +218,7 @@ class Hydrator:
         hydration: rules.Hydration,
         handoffs: tuple[Handoff, ...],
         counts: dict[str, int],
+        extra: Headers = (),
     ) -> Transition:
         """Rule 6: columns no state could fill, under `--on-unresolved`."""
         policy = self.settings.on_unresolved
@@ -192,7 +237,7 @@ class Hydrator:
             counts["dead_letters"] = 1
             return Transition(hydration.state, (), handoffs, (dead,), counts)
         value = self.codec.encode(event, hydration.patch)
-        emitted = (_output(record, value, hydration.filled, hydration.unresolved),)
+        emitted = (_output(record, value, hydration.filled, hydration.unresolved, extra),)
         return Transition(hydration.state, emitted, handoffs, counts=counts)
 
     def _stale(self, state: StateRecord | None, record: RawRecord) -> Transition:
