@@ -94,6 +94,7 @@ def hydrate(
     and compute the key's next state. Transient key-change fields of `state` are kept."""
     patch = Patch(old_image=image)
     unresolved = fill(event.missing_after, image, patch.after)
+    unknown_after = tuple(unresolved)
     if event.absent is Absent.MISSING and event.op is not Op.DELETE and event.after is not None:
         fill_absent(event.after, image, patch.after)
     if event.op in (Op.UPDATE, Op.DELETE):
@@ -106,9 +107,12 @@ def hydrate(
         for column in unresolved_columns:
             if column in event.missing_after:
                 patch.after[column] = None
-            else:
+            if patch.whole_before is not None:
+                if column not in patch.whole_before:
+                    patch.whole_before = {**patch.whole_before, column: None}
+            elif column not in event.missing_after:
                 patch.before[column] = None
-    next_state = _next_state(state, event, patch, image, unresolved_columns, now_ms)
+    next_state = _next_state(state, event, patch, image, unknown_after, now_ms)
     patch.new_image = next_state.image
     return Hydration(patch, filled, unresolved_columns, next_state)
 
@@ -131,6 +135,11 @@ def _fill_before(
         if settings.fill_before and image is not None:
             # every value of it is rendered: read the large ones now (state/large.py)
             patch.whole_before = materialized(image)
+            # A column the row has that the image lacks (an earlier event left it unresolved,
+            # and unresolved values are not stored) is not known: say so.
+            named = before if before is not None else event.after
+            if named and event.cell_times is None and event.absent is Absent.DROPPED:
+                return [column for column in named if column not in image]
         return []
     unresolved = fill(event.missing_before, image, patch.before)
     if event.absent is Absent.MISSING:

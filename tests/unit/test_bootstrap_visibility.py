@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hydrator.core import RawRecord
+from hydrator.core import HydrationSettings, OnUnresolved, RawRecord
 from hydrator.core.visibility import (
     SnapshotFormatError,
     SourceSnapshot,
@@ -190,3 +190,19 @@ def test_the_mark_survives_the_codec() -> None:
     assert decode_state(encode_state(topic_row)) == topic_row
     plain = StateRecord(image={"a": 1}, pos=(1, 2))
     assert encode_state(plain)[1:2] == b"\x98"  # eight fields, as earlier releases wrote
+
+
+def test_a_before_from_an_image_that_lacks_columns_lists_them() -> None:
+    """An update left `doc` unresolved (not stored); a later delete's `before` comes from the
+    image, which does not know `doc`: it is listed unresolved, not passed off as complete."""
+    hydrator = debezium_hydrator()
+    first = engine_step(hydrator, None, _record("u", {"id": 1, "doc": P, "n": 1}, None, 1, 5), 0)
+    assert first.state is not None and "doc" not in (first.state.image or {})
+    delete = _record("d", None, {"id": 1, "doc": None, "n": None}, 2, 6)
+    step = engine_step(hydrator, first.state, delete, 0)
+    (out,) = step.emitted
+    assert dict(out.headers)["hydrator.unresolved"] == b"doc"
+    assert orjson.loads(out.value)["before"] == {"id": 1, "n": 1}
+    nulls = debezium_hydrator(HydrationSettings(on_unresolved=OnUnresolved.NULL))
+    (out,) = engine_step(nulls, first.state, delete, 0).emitted
+    assert orjson.loads(out.value)["before"] == {"id": 1, "n": 1, "doc": None}

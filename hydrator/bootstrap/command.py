@@ -1,0 +1,188 @@
+"""The `hydrator state bootstrap` command (docs/cold-start.md).
+
+Exit codes: 0 done; 2 bad usage, or the application is running now (nothing is written); 1 a
+failure on the way (Kafka, Postgres): state written so far is valid, and a rerun completes it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from hydrator.config import DEFAULT_APPLICATION_ID, ConfigError, load_config_file
+from hydrator.formats import FORMAT_NAMES, codec_for
+
+log = logging.getLogger("hydrator")
+
+# What the command takes from a `--config` file written for `run`; its other keys are ignored.
+_FROM_RUN_CONFIG = ("bootstrap_servers", "application_id", "state_dir", "engine", "format_")
+
+
+def _env(name: str) -> str:
+    return f"HYDRATOR_{name.upper().replace('-', '_')}"
+
+
+def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    if not value:
+        return
+    try:
+        values = load_config_file(Path(value))
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+    values = {("format_" if k == "format" else k): v for k, v in values.items()}
+    picked = {k: v for k, v in values.items() if k in _FROM_RUN_CONFIG}
+    ctx.default_map = {**(ctx.default_map or {}), **picked}
+
+
+@click.command("bootstrap")
+@click.option(
+    "--config",
+    type=click.Path(dir_okay=False),
+    envvar=_env("config"),
+    callback=_load_config,
+    is_eager=True,
+    expose_value=False,
+    help="The run's TOML file: its bootstrap-servers, application-id, state-dir, engine and "
+    "format are used.",
+)
+@click.option("--bootstrap-servers", required=True, envvar=_env("bootstrap_servers"))
+@click.option(
+    "--input-topic", required=True, help="The run's input topic whose keys the state is for."
+)
+@click.option(
+    "--application-id",
+    default=DEFAULT_APPLICATION_ID,
+    show_default=True,
+    envvar=_env("application_id"),
+)
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("hydrator-state"),
+    show_default=True,
+    envvar=_env("state_dir"),
+    help="The run's state directory (the embedded engine's local stores catch up from the "
+    "changelog at the run's next start).",
+)
+@click.option(
+    "--engine",
+    type=click.Choice(["embedded", "spark"]),
+    default="embedded",
+    show_default=True,
+    envvar=_env("engine"),
+)
+@click.option(
+    "--from-postgres",
+    "dsn",
+    envvar=_env("from_postgres"),
+    help="The source database (libpq DSN or URI; a password is best given by PGPASSWORD or "
+    "~/.pgpass). With --table.",
+)
+@click.option("--table", help="schema.table to read (with --from-postgres).")
+@click.option(
+    "--connector-config",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="The Debezium connector's settings (JSON object), for how its values are shipped: "
+    "binary/decimal/hstore handling, time precision, key.converter.schemas.enable.",
+)
+@click.option("--from-topic", help="A topic of full rows (an earlier enriched topic, ...).")
+@click.option(
+    "--format",
+    "format_",
+    type=click.Choice(FORMAT_NAMES),
+    default="auto",
+    show_default=True,
+    envvar=_env("format"),
+    help="The format of --from-topic's records.",
+)
+@click.option(
+    "-X",
+    "kafka_properties",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="A Kafka client property (SASL, SSL, ...).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
+def bootstrap_command(
+    bootstrap_servers: str,
+    input_topic: str,
+    application_id: str,
+    state_dir: Path,
+    engine: str,
+    dsn: str | None,
+    table: str | None,
+    connector_config: Path | None,
+    from_topic: str | None,
+    format_: str,
+    kafka_properties: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Fill an application's state from full rows, so its first events are hydrated: from the
+    source table in one snapshot (--from-postgres DSN --table schema.table), or from a topic of
+    full rows (--from-topic T)."""
+    from hydrator.bootstrap import run as bootstrap
+    from hydrator.bootstrap.embedded import BootstrapRefused, EmbeddedState
+    from hydrator.kafka.client_config import ClientSettings, parse_properties
+
+    if (dsn is None) == (from_topic is None):
+        raise click.UsageError("give one of --from-postgres (with --table) or --from-topic")
+    if dsn is not None and not table:
+        raise click.UsageError("--from-postgres needs --table schema.table")
+    if engine == "spark":
+        raise click.UsageError(
+            "--engine spark: the bootstrap writes the embedded engine's state only so far "
+            "(docs/cold-start.md)"
+        )
+    connector: dict[str, str] = {}
+    if connector_config is not None:
+        from hydrator.demo.connector import ConnectorConfigError, read_settings
+
+        try:
+            connector = read_settings(connector_config)
+        except ConnectorConfigError as exc:
+            raise click.BadParameter(str(exc), param_hint="--connector-config") from None
+    clients = ClientSettings(bootstrap_servers, parse_properties(kafka_properties))
+    try:
+        bootstrap.refuse_if_running(clients, application_id)
+        target = EmbeddedState(clients, application_id, input_topic)
+        target.open()
+        if dsn is not None:
+            assert table is not None
+            shape = bootstrap.learn_key_shape(clients, application_id, input_topic, connector)
+            summary = bootstrap.from_postgres(target, dsn, table, connector, shape)
+        else:
+            assert from_topic is not None
+            summary = bootstrap.from_topic(
+                target, clients, application_id, from_topic, codec_for(format_)
+            )
+    except BootstrapRefused as exc:
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(2)
+    except Exception as exc:  # Kafka, Postgres: what is written stays valid
+        click.echo(
+            f"Error: the bootstrap failed ({type(exc).__name__}: {_safe(exc, dsn)}); what it "
+            "wrote is valid state, run it again to complete it",
+            err=True,
+        )
+        sys.exit(1)
+    click.echo(json.dumps(summary.to_json()) if as_json else summary.line())
+
+
+def _safe(exc: BaseException, dsn: str | None) -> str:
+    """The error's message without the DSN (it may hold a password)."""
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return text.replace(dsn, "<dsn>") if dsn else text
+
+
+def main(argv: list[str] | None = None) -> Any:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    return bootstrap_command(argv, prog_name="hydrator state bootstrap")
+
+
+if __name__ == "__main__":
+    main()
