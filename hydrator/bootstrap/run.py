@@ -17,7 +17,7 @@ from hydrator.bootstrap import images
 from hydrator.bootstrap.embedded import BootstrapRefused, EmbeddedState
 from hydrator.bootstrap.pg_values import ConnectorSettings, UnsupportedColumn
 from hydrator.bootstrap.postgres import TableError, read_table
-from hydrator.bootstrap.topics import group_members, read_to_end
+from hydrator.bootstrap.topics import group_is_active, read_to_end
 from hydrator.events import ChangeEvent, Codec, RawRecord
 from hydrator.formats.keys import canonical
 from hydrator.kafka.client_config import ClientSettings
@@ -70,11 +70,11 @@ class Summary:
 
 def refuse_if_running(clients: ClientSettings, application_id: str) -> None:
     """A run of the application changes its state as the bootstrap writes: refuse."""
-    members = group_members(clients.admin(), application_id)
-    if members:
+    if group_is_active(clients.admin(), application_id):
         raise BootstrapRefused(
-            f"--application-id {application_id}: the application is running ({members} "
-            "consumer group member(s)); stop it before bootstrapping its state"
+            f"--application-id {application_id}: the application is running (its consumer "
+            "group has members); stop it before bootstrapping its state (after a crash, the "
+            "group lets go of its members once their session times out)"
         )
 
 

@@ -7,7 +7,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupState, KafkaException, Message, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from hydrator.kafka.offsets import OffsetProbe, from_the_start
@@ -65,13 +65,21 @@ def read_to_end(consumer_config: dict[str, Any], topic: str) -> Iterator[Message
         consumer.close()
 
 
-def group_members(admin_config: dict[str, Any], group: str, timeout_s: float = 30.0) -> int:
-    """How many members the consumer group `group` has now (0 when it has none or is unknown)."""
+_ACTIVE = (
+    ConsumerGroupState.STABLE,
+    ConsumerGroupState.PREPARING_REBALANCING,
+    ConsumerGroupState.COMPLETING_REBALANCING,
+)
+
+
+def group_is_active(admin_config: dict[str, Any], group: str, timeout_s: float = 30.0) -> bool:
+    """Whether the consumer group `group` has members now. Judged by the members the broker
+    lists and by the group's state: Tansu lists none, but says STABLE while a member is in."""
     admin = AdminClient(admin_config)
     futures = admin.describe_consumer_groups([group], request_timeout=timeout_s)
     try:
         description = futures[group].result(timeout_s)
     except KafkaException as exc:
         log.debug("describe group %s: %s", group, exc)
-        return 0
-    return len(description.members or ())
+        return False
+    return bool(description.members) or description.state in _ACTIVE
