@@ -10,6 +10,7 @@ The changelog is read first, so that a key the stream already wrote keeps its st
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import KafkaException, Producer
@@ -33,7 +34,16 @@ class BootstrapRefused(ValueError):
 
 
 class EmbeddedState:
-    def __init__(self, clients: ClientSettings, application_id: str, input_topic: str) -> None:
+    def __init__(
+        self,
+        clients: ClientSettings,
+        application_id: str,
+        input_topic: str,
+        partitioner: Callable[[bytes, int], int] = partition_for_key,
+    ) -> None:
+        """`partitioner`: where the input's producer puts a key (Kafka's default partitioner;
+        CockroachDB's changefeed places keys its own way)."""
+        self.partitioner = partitioner
         self.clients = clients
         self.application_id = application_id
         self.input_topic = input_topic
@@ -100,7 +110,7 @@ class EmbeddedState:
             return False
         encoded = encode_state(chosen)
         self._existing[store_key] = encoded
-        partition = partition_for_key(route, self.partitions)
+        partition = self.partitioner(route, self.partitions)
         self._produce(store_key, encoded, partition)
         self.written += 1
         return True

@@ -183,12 +183,8 @@ def from_topic(
     now_ms: int | None = None,
 ) -> Summary:
     """Read `topic` (full rows in `codec`'s format) to its end, fold each key's rows, offer the
-    results to `target`."""
-    if not codec.key_in_record_key:
-        raise BootstrapRefused(
-            f"--from-topic {topic}: format {codec.name} keeps its key in the value; "
-            "bootstrap from a topic needs the key in the Kafka key"
-        )
+    results to `target`. Records without a Kafka key are skipped: their key's partition is
+    unknown."""
     summary = Summary(f"topic {topic}")
     began = time.monotonic()
     now = now_ms if now_ms is not None else int(time.time() * 1000)
@@ -208,7 +204,8 @@ def from_topic(
             message.value(),
             tuple(message.headers() or ()),
         )
-        event = _event(codec, raw)
+        # a record without a Kafka key (YDB) cannot be placed in the input's partition
+        event = _event(codec, raw) if raw.key is not None else None
         if event is None:
             if raw.value is not None:
                 summary.skipped += 1

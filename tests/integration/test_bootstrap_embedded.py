@@ -50,7 +50,7 @@ PHASE_ONE = 200  # statements of the workload before the later deployment's boot
 def bootstrap_cli(*args: str) -> subprocess.CompletedProcess[str]:
     """`hydrator state bootstrap ... --json` as a process."""
     return subprocess.run(
-        [sys.executable, "-m", "hydrator.bootstrap.command", *args, "--json"],
+        [sys.executable, "-m", "hydrator.cli", "state", "bootstrap", *args, "--json"],
         capture_output=True,
         text=True,
         timeout=300,

@@ -1,4 +1,4 @@
-"""The `hydrator state bootstrap` command (docs/cold-start.md).
+"""`hydrator state bootstrap`: fill an application's state from full rows (docs/cold-start.md).
 
 Exit codes: 0 done; 2 bad usage, or the application is running now (nothing is written); 1 a
 failure on the way (Kafka, Postgres): state written so far is valid, and a rerun completes it.
@@ -7,35 +7,30 @@ failure on the way (Kafka, Postgres): state written so far is valid, and a rerun
 from __future__ import annotations
 
 import json
-import logging
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
-from hydrator.config import DEFAULT_APPLICATION_ID, ConfigError, load_config_file
-from hydrator.formats import FORMAT_NAMES, codec_for
-
-log = logging.getLogger("hydrator")
+from hydrator.cli.config_file import config_defaults
+from hydrator.cli.params import ENGINES, FORMATS, KafkaProperty, env_name
+from hydrator.cli.run_command import run
+from hydrator.config import DEFAULT_APPLICATION_ID
+from hydrator.formats import codec_for
 
 # What the command takes from a `--config` file written for `run`; its other keys are ignored.
-_FROM_RUN_CONFIG = ("bootstrap_servers", "application_id", "state_dir", "engine", "format_")
-
-
-def _env(name: str) -> str:
-    return f"HYDRATOR_{name.upper().replace('-', '_')}"
+_FROM_RUN_CONFIG = (
+    "bootstrap_servers", "application_id", "state_dir", "engine", "format_", "kafka_properties",
+)  # fmt: skip
 
 
 def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    """A file written for `run` (checked as `run` checks it): the bootstrap takes its own
+    options from it."""
     if not value:
         return
-    try:
-        values = load_config_file(Path(value))
-    except ConfigError as exc:
-        raise click.BadParameter(str(exc), ctx, param) from None
-    values = {("format_" if k == "format" else k): v for k, v in values.items()}
-    picked = {k: v for k, v in values.items() if k in _FROM_RUN_CONFIG}
+    defaults = config_defaults(ctx, param, value, run.params)
+    picked = {name: v for name, v in defaults.items() if name in _FROM_RUN_CONFIG}
     ctx.default_map = {**(ctx.default_map or {}), **picked}
 
 
@@ -43,14 +38,14 @@ def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) 
 @click.option(
     "--config",
     type=click.Path(dir_okay=False),
-    envvar=_env("config"),
+    envvar=env_name("config"),
     callback=_load_config,
     is_eager=True,
     expose_value=False,
-    help="The run's TOML file: its bootstrap-servers, application-id, state-dir, engine and "
-    "format are used.",
+    help="The run's TOML file: its bootstrap-servers, application-id, state-dir, engine, "
+    "format and Kafka properties are used.",
 )
-@click.option("--bootstrap-servers", required=True, envvar=_env("bootstrap_servers"))
+@click.option("--bootstrap-servers", required=True, envvar=env_name("bootstrap_servers"))
 @click.option(
     "--input-topic", required=True, help="The run's input topic whose keys the state is for."
 )
@@ -58,28 +53,28 @@ def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) 
     "--application-id",
     default=DEFAULT_APPLICATION_ID,
     show_default=True,
-    envvar=_env("application_id"),
+    envvar=env_name("application_id"),
 )
 @click.option(
     "--state-dir",
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("hydrator-state"),
     show_default=True,
-    envvar=_env("state_dir"),
+    envvar=env_name("state_dir"),
     help="The run's state directory (the embedded engine's local stores catch up from the "
     "changelog at the run's next start).",
 )
 @click.option(
     "--engine",
-    type=click.Choice(["embedded", "spark"]),
+    type=click.Choice(ENGINES),
     default="embedded",
     show_default=True,
-    envvar=_env("engine"),
+    envvar=env_name("engine"),
 )
 @click.option(
     "--from-postgres",
     "dsn",
-    envvar=_env("from_postgres"),
+    envvar=env_name("from_postgres"),
     help="The source database (libpq DSN or URI; a password is best given by PGPASSWORD or "
     "~/.pgpass). With --table.",
 )
@@ -94,18 +89,21 @@ def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) 
 @click.option(
     "--format",
     "format_",
-    type=click.Choice(FORMAT_NAMES),
+    type=click.Choice(FORMATS),
     default="auto",
     show_default=True,
-    envvar=_env("format"),
+    envvar=env_name("format"),
     help="The format of --from-topic's records.",
 )
 @click.option(
     "-X",
+    "--kafka-property",
     "kafka_properties",
+    type=KafkaProperty(),
     multiple=True,
     metavar="NAME=VALUE",
-    help="A Kafka client property (SASL, SSL, ...).",
+    envvar=env_name("kafka_property"),
+    help="librdkafka property for every client, as `run` takes it.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
 def bootstrap_command(
@@ -128,6 +126,7 @@ def bootstrap_command(
     from hydrator.bootstrap import run as bootstrap
     from hydrator.bootstrap.embedded import BootstrapRefused, EmbeddedState
     from hydrator.kafka.client_config import ClientSettings, parse_properties
+    from hydrator.kafka.partitioner import changefeed_partition, partition_for_key
 
     if (dsn is None) == (from_topic is None):
         raise click.UsageError("give one of --from-postgres (with --table) or --from-topic")
@@ -149,7 +148,9 @@ def bootstrap_command(
     clients = ClientSettings(bootstrap_servers, parse_properties(kafka_properties))
     try:
         bootstrap.refuse_if_running(clients, application_id)
-        target = EmbeddedState(clients, application_id, input_topic)
+        cockroach = from_topic is not None and format_ in ("cockroachdb", "cockroach")
+        placement = changefeed_partition if cockroach else partition_for_key
+        target = EmbeddedState(clients, application_id, input_topic, placement)
         target.open()
         if dsn is not None:
             assert table is not None
@@ -177,12 +178,3 @@ def _safe(exc: BaseException, dsn: str | None) -> str:
     """The error's message without the DSN (it may hold a password)."""
     text = str(exc).splitlines()[0] if str(exc) else ""
     return text.replace(dsn, "<dsn>") if dsn else text
-
-
-def main(argv: list[str] | None = None) -> Any:
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    return bootstrap_command(argv, prog_name="hydrator state bootstrap")
-
-
-if __name__ == "__main__":
-    main()
