@@ -10,11 +10,11 @@ import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from hydrator import exact
 from hydrator.bootstrap import images
-from hydrator.bootstrap.embedded import BootstrapRefused, EmbeddedState
+from hydrator.bootstrap.embedded import BootstrapRefused
 from hydrator.bootstrap.pg_values import ConnectorSettings, UnsupportedColumn
 from hydrator.bootstrap.postgres import TableError, read_table
 from hydrator.bootstrap.topics import group_is_active, read_to_end
@@ -26,6 +26,18 @@ from state.record import StateRecord
 log = logging.getLogger(__name__)
 
 __all__ = ["BootstrapRefused", "Summary", "from_postgres", "from_topic", "refuse_if_running"]
+
+
+class Target(Protocol):
+    """Where an engine's state goes (embedded.py, spark.py)."""
+
+    input_topic: str
+    written: int
+    kept: int
+
+    def offer(self, key: str, route: bytes, record: StateRecord) -> bool: ...
+
+    def close(self) -> None: ...
 
 
 @dataclass
@@ -134,7 +146,7 @@ def learn_key_shape(
 
 
 def from_postgres(
-    target: EmbeddedState,
+    target: Target,
     dsn: str,
     table: str,
     connector: Mapping[str, str],
@@ -175,7 +187,7 @@ def from_postgres(
 
 
 def from_topic(
-    target: EmbeddedState,
+    target: Target,
     clients: ClientSettings,
     application_id: str,
     topic: str,

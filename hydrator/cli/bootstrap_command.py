@@ -125,6 +125,7 @@ def bootstrap_command(
     full rows (--from-topic T)."""
     from hydrator.bootstrap import run as bootstrap
     from hydrator.bootstrap.embedded import BootstrapRefused, EmbeddedState
+    from hydrator.bootstrap.spark import SparkState
     from hydrator.kafka.client_config import ClientSettings, parse_properties
     from hydrator.kafka.partitioner import changefeed_partition, partition_for_key
 
@@ -132,11 +133,6 @@ def bootstrap_command(
         raise click.UsageError("give one of --from-postgres (with --table) or --from-topic")
     if dsn is not None and not table:
         raise click.UsageError("--from-postgres needs --table schema.table")
-    if engine == "spark":
-        raise click.UsageError(
-            "--engine spark: the bootstrap writes the embedded engine's state only so far "
-            "(docs/cold-start.md)"
-        )
     connector: dict[str, str] = {}
     if connector_config is not None:
         from hydrator.demo.connector import ConnectorConfigError, read_settings
@@ -150,7 +146,11 @@ def bootstrap_command(
         bootstrap.refuse_if_running(clients, application_id)
         cockroach = from_topic is not None and format_ in ("cockroachdb", "cockroach")
         placement = changefeed_partition if cockroach else partition_for_key
-        target = EmbeddedState(clients, application_id, input_topic, placement)
+        target: EmbeddedState | SparkState
+        if engine == "spark":
+            target = SparkState(clients, application_id, input_topic)
+        else:
+            target = EmbeddedState(clients, application_id, input_topic, placement)
         target.open()
         if dsn is not None:
             assert table is not None

@@ -83,6 +83,9 @@ COUNTERS: tuple[CounterSpec, ...] = (
     ),
     # -- the Spark engine ------------------------------------------------------------------------
     _spark("state_unreadable", "Keys whose Spark state could not be decoded (started afresh)."),
+    _spark(
+        "bootstrapped_keys", "Keys whose state a bootstrap record set (hydrator state bootstrap)."
+    ),
     _spark("rows_unreadable", "Routed rows that did not unpack (a bug, not bad input)."),
 )
 
