@@ -1,4 +1,4 @@
-"""`hydrator state bootstrap` end to end on the embedded engine (docs/cold-start.md).
+"""`hydrator state bootstrap` end to end, embedded engine and Spark (docs/cold-start.md).
 
 Real Postgres, real Debezium (snapshot.mode=no_data: the stream begins after 40 rows exist),
 the oracle's twin tables and mixed workload, 4 partitions. The command runs as a process, as an
@@ -78,12 +78,14 @@ class World:
     snapshot_while_writing: SourceSnapshot
     results: dict[str, Any]
 
-    def from_postgres(self, app: str) -> subprocess.CompletedProcess[str]:
+    def from_postgres(self, app: str, *extra: str) -> subprocess.CompletedProcess[str]:
         return bootstrap_cli(*self.common(app), "--from-postgres", self.dsn, "--table", self.table,
-                             "--connector-config", str(SETTINGS_FILE))  # fmt: skip
+                             "--connector-config", str(SETTINGS_FILE), *extra)  # fmt: skip
 
-    def from_topic(self, app: str, topic: str) -> subprocess.CompletedProcess[str]:
-        return bootstrap_cli(*self.common(app), "--from-topic", topic, "--format", "debezium")
+    def from_topic(self, app: str, topic: str, *extra: str) -> subprocess.CompletedProcess[str]:
+        return bootstrap_cli(
+            *self.common(app), "--from-topic", topic, "--format", "debezium", *extra
+        )
 
     def common(self, app: str) -> list[str]:
         return [
@@ -91,7 +93,7 @@ class World:
             "--application-id", app, "--state-dir", str(self.state_root / app),
         ]  # fmt: skip
 
-    def run(self, app: str) -> list[Captured]:
+    def run(self, app: str, engine: str = "embedded") -> list[Captured]:
         output = f"{app}.out"
         args = run_args(
             self.bootstrap_servers,
@@ -101,7 +103,10 @@ class World:
             "--available-now",
             output_topic=output,
         )
-        done = run_to_completion(args, timeout_s=240)
+        if engine == "spark":
+            args[args.index("embedded")] = "spark"
+            args += ["--master", "local[2]"]
+        done = run_to_completion(args, timeout_s=240 if engine == "embedded" else 600)
         assert done.returncode == 0, done.stderr[-3000:]
         return oracle.consume_all(self.bootstrap_servers, output)
 
@@ -170,6 +175,7 @@ def world(
     # before the stream: bootstrap A twice (the second writes nothing)
     results["before"] = bootstrapped(w.from_postgres("app-before"))
     results["before_again"] = bootstrapped(w.from_postgres("app-before"))
+    results["spark_before"] = bootstrapped(w.from_postgres("spark-before", "--engine", "spark"))
 
     expected_one = sum(oracle._RECORDS_PER_KIND[s.kind] for tx in one for s in tx) + 1
     expected_two = sum(oracle._RECORDS_PER_KIND[s.kind] for tx in two for s in tx)
@@ -181,6 +187,8 @@ def world(
         writers.start()
         time.sleep(0.2)
         results["while"] = bootstrapped(w.from_postgres("app-while"))
+        spark_while = w.from_postgres("spark-while", "--engine", "spark")
+        results["spark_while"] = bootstrapped(spark_while)
         held.commit()
         held.close()
         writers.join()
@@ -196,6 +204,8 @@ def world(
         # a later deployment: state from the earlier run's enriched topic, then more writes
         results["topic"] = bootstrapped(w.from_topic("app-topic", "app-before.out"))
         results["topic_again"] = bootstrapped(w.from_topic("app-topic", "app-before.out"))
+        spark_topic = w.from_topic("spark-topic", "app-before.out", "--engine", "spark")
+        results["spark_topic"] = bootstrapped(spark_topic)
         _run_transactions(db, twins, two)
         total = expected_one + expected_two
         bridge.wait_for(total, topic=default_topic, timeout_s=180)
@@ -270,11 +280,7 @@ def test_bootstrap_before_the_stream_makes_every_output_exact(world: World) -> N
     assert summary["rows"] == INITIAL_ROWS and summary["bootstrapped_keys"] == INITIAL_ROWS
     outputs = world.results["before_out"]
     assert len(outputs) == len(world.phase_one_raw)
-    assert [r for r in outputs if _marked(r)] == []
-    hydrated = oracle.events_by_key(oracle.captured_triples(outputs))
-    full = oracle.events_by_key(oracle.captured_triples(world.phase_one_full))
-    mismatches = oracle.compare(hydrated, full)
-    assert not mismatches, oracle.report(mismatches)
+    check_exact(outputs, world.phase_one_full)
 
 
 def test_a_second_bootstrap_of_the_same_source_writes_nothing(world: World) -> None:
@@ -284,11 +290,22 @@ def test_a_second_bootstrap_of_the_same_source_writes_nothing(world: World) -> N
     assert world.results["topic_again"]["bootstrapped_keys"] == 0
 
 
-def test_bootstrap_while_writers_run(world: World) -> None:
-    snapshot = world.snapshot_while_writing
+def check_exact(outputs: list[Captured], full: list[Captured]) -> None:
+    """No output marked, every one equal to the twin's (before images too)."""
+    assert [r for r in outputs if _marked(r)] == []
+    hydrated = oracle.events_by_key(oracle.captured_triples(outputs))
+    mismatches = oracle.compare(hydrated, oracle.events_by_key(oracle.captured_triples(full)))
+    assert not mismatches, oracle.report(mismatches)
+
+
+def check_while_writing(
+    outputs: list[Captured], full: list[Captured], snapshot: SourceSnapshot
+) -> None:
+    """No unmarked output differs from the twin's; every event of a transaction the snapshot
+    does not see is out, unmarked and exact."""
     assert snapshot.xip, "a writer held its transaction open across the snapshot"
-    pairs = _pairs(world.results["while_out"], world.phase_one_full)
-    after = differing = 0
+    pairs = _pairs(outputs, full)
+    after = contained = 0
     for out, h, f in pairs:
         if not _marked(out):
             assert _same(h, f), f"unmarked output differs: {h.where} {_diff(h, f)}\n" + _history(
@@ -301,16 +318,17 @@ def test_bootstrap_while_writers_run(world: World) -> None:
             after += 1
             assert not _marked(out), f"event after the snapshot marked: {h.where}"
             assert _same(h, f), f"event after the snapshot differs: {h.where}"
-        elif _marked(out):
-            differing += 1
-    assert after > 50 and differing > 0
+        elif out.header("hydrator.stale") == b"bootstrap":
+            contained += 1
+    assert after > 50 and contained > 0
 
 
-def test_bootstrap_from_an_enriched_topic(world: World) -> None:
-    summary = world.results["topic"]
-    assert summary["bootstrapped_keys"] > INITIAL_ROWS // 2
-    phase_one = {(r.partition, r.offset) for r in world.phase_one_raw}
-    pairs = _pairs(world.results["topic_out"], world.all_full)
+def check_from_topic(
+    outputs: list[Captured], full: list[Captured], earlier: list[Captured]
+) -> None:
+    """No unmarked output differs; every event after the earlier topic is out and exact."""
+    phase_one = {(r.partition, r.offset) for r in earlier}
+    pairs = _pairs(outputs, full)
     later = 0
     for out, h, f in pairs:
         if not _marked(out):
@@ -320,6 +338,32 @@ def test_bootstrap_from_an_enriched_topic(world: World) -> None:
             later += 1
             assert not _marked(out) and _same(h, f), f"later event not exact: {h.where}"
     assert later > 50
+
+
+def test_bootstrap_while_writers_run(world: World) -> None:
+    check_while_writing(
+        world.results["while_out"], world.phase_one_full, world.snapshot_while_writing
+    )
+
+
+def test_bootstrap_from_an_enriched_topic(world: World) -> None:
+    assert world.results["topic"]["bootstrapped_keys"] > INITIAL_ROWS // 2
+    check_from_topic(world.results["topic_out"], world.all_full, world.phase_one_raw)
+
+
+def test_spark_bootstrap_before_the_stream(world: World) -> None:
+    assert world.results["spark_before"]["bootstrapped_keys"] == INITIAL_ROWS
+    check_exact(world.run("spark-before", "spark"), world.all_full)
+
+
+def test_spark_bootstrap_while_writers_run(world: World) -> None:
+    snapshot = SourceSnapshot.parse(world.results["spark_while"]["snapshot"])
+    check_while_writing(world.run("spark-while", "spark"), world.all_full, snapshot)
+
+
+def test_spark_bootstrap_from_an_enriched_topic(world: World) -> None:
+    outputs = world.run("spark-topic", "spark")
+    check_from_topic(outputs, world.all_full, world.phase_one_raw)
 
 
 def test_a_running_application_is_refused(world: World) -> None:
