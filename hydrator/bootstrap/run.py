@@ -95,7 +95,7 @@ def _progress(total: int | None, what: str) -> Any:
     if not sys.stderr.isatty():
         return None
     try:
-        from tqdm import tqdm
+        from tqdm import tqdm  # type: ignore[import-untyped]
     except ImportError:
         return None
     return tqdm(total=total, unit=" rows", desc=what, file=sys.stderr)
@@ -208,13 +208,14 @@ def from_topic(
         summary.bytes += len(message.value() or b"")
         if bar is not None:
             bar.update()
+        headers: Any = message.headers() or ()  # a list of (name, bytes) from a consumer
         raw = RawRecord(
             target.input_topic,
-            message.partition(),
-            message.offset(),
+            message.partition() or 0,
+            message.offset() or 0,
             message.key(),
             message.value(),
-            tuple(message.headers() or ()),
+            tuple(headers),
         )
         # a record without a Kafka key (YDB) cannot be placed in the input's partition
         event = _event(codec, raw) if raw.key is not None else None

@@ -47,7 +47,8 @@ def read_to_end(consumer_config: dict[str, Any], topic: str) -> Iterator[Message
                 for message in consumer.consume(1000, 0.1):
                     if message.error():
                         raise KafkaException(message.error())
-                    if message.offset() < end:
+                    offset = message.offset()
+                    if offset is not None and offset < end:
                         yield message
                 (current,) = consumer.position([TopicPartition(topic, start.partition)])
                 if current.offset > position:

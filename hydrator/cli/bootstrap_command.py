@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from hydrator.cli.config_file import config_defaults
-from hydrator.cli.params import ENGINES, FORMATS, KafkaProperty, env_name
+from hydrator.cli.params import ENGINES, FORMATS, ApplicationId, KafkaProperty, env_name
 from hydrator.cli.run_command import run
 from hydrator.config import DEFAULT_APPLICATION_ID
 from hydrator.formats import codec_for
@@ -51,6 +51,7 @@ def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) 
 )
 @click.option(
     "--application-id",
+    type=ApplicationId(),
     default=DEFAULT_APPLICATION_ID,
     show_default=True,
     envvar=env_name("application_id"),
@@ -144,6 +145,8 @@ def bootstrap_command(
     clients = ClientSettings(bootstrap_servers, parse_properties(kafka_properties))
     try:
         bootstrap.refuse_if_running(clients, application_id)
+        if engine == "embedded":
+            _refuse_if_local_holder(state_dir, application_id)
         cockroach = from_topic is not None and format_ in ("cockroachdb", "cockroach")
         placement = changefeed_partition if cockroach else partition_for_key
         target: EmbeddedState | SparkState
@@ -172,6 +175,19 @@ def bootstrap_command(
         )
         sys.exit(1)
     click.echo(json.dumps(summary.to_json()) if as_json else summary.line())
+
+
+def _refuse_if_local_holder(state_dir: Path, application_id: str) -> None:
+    """An instance on this machine holds the application's state directory: it runs."""
+    from hydrator.bootstrap.embedded import BootstrapRefused
+    from hydrator.ops.state_tools import holder_pid
+
+    pid = holder_pid(state_dir, application_id)
+    if pid is not None:
+        raise BootstrapRefused(
+            f"--application-id {application_id}: process {pid} runs the application (it holds "
+            f"{state_dir}); stop it before bootstrapping its state"
+        )
 
 
 def _safe(exc: BaseException, dsn: str | None) -> str:
