@@ -18,8 +18,6 @@ from typing import Any
 
 import orjson
 
-from hydrator import exact
-
 EPOCH_DATE = dt.date(1970, 1, 1)
 EPOCH = dt.datetime(1970, 1, 1)
 
@@ -309,7 +307,3 @@ def _hstore_encoder(mode: str) -> Callable[[str], Any]:
         return orjson.dumps(ordered).decode()
 
     return encode
-
-
-def encode_json(value: Any) -> bytes:
-    return exact.dumps(value)
