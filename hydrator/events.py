@@ -120,7 +120,9 @@ class ChangeEvent:
     orders a key's events (rule 4: at or before the stored one is stale; None: no ordering);
     `old_key`/`new_key` are canonical keys of a primary-key change (rule 5) and
     `new_key_route` the new key's raw Kafka key bytes, so the handoff is partitioned like the
-    input. `envelope` is codec-private: whatever `encode` needs to rebuild the record.
+    input. `transaction` is the source transaction's id where the format gives one (Debezium
+    Postgres: `source.txId`), to place the event against a bootstrap snapshot. `envelope` is
+    codec-private: whatever `encode` needs to rebuild the record.
     """
 
     op: Op
@@ -136,6 +138,7 @@ class ChangeEvent:
     envelope: Any = None
     absent: Absent = Absent.DROPPED
     cell_times: Mapping[str, int] | None = None
+    transaction: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

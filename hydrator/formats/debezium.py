@@ -107,6 +107,14 @@ def _position(source: dict[str, Any]) -> Position | None:
     return None
 
 
+def transaction_id(source: Any) -> int | None:
+    """`source.txId` (Postgres: the 32-bit xid), None when absent or not an integer."""
+    if not isinstance(source, dict):
+        return None
+    tx = source.get("txId")
+    return tx if type(tx) is int and tx >= 0 else None
+
+
 class DebeziumCodec:
     name = "debezium"
     key_in_record_key = True
@@ -164,6 +172,8 @@ class DebeziumCodec:
             _route_key(record.key, record.header(NEW_KEY_HEADER)) if new_key else None,
             _Envelope(record.value, root, payload),
             self.absent,
+            None,
+            transaction_id(payload.get("source")),
         )
 
     def encode(self, event: ChangeEvent, patch: Patch) -> bytes:
