@@ -9,7 +9,8 @@ the DLQ. Handoffs read back go through `receive_handoff`; `tick` applies timeout
 
 These entry points never raise for what a record carries: whatever the exception, the record
 becomes a dead letter whose reason is `<ExceptionType>: <message>`, and the state stays as it
-was. Only `--on-unresolved fail` (UnresolvedColumnsError) and running out of memory go through.
+was. Only `--on-unresolved fail` (UnresolvedColumnsError), running out of memory and a service
+the codec needs not answering (Unavailable: a schema registry that is down) go through.
 """
 
 from __future__ import annotations
@@ -32,13 +33,23 @@ from hydrator.core.settings import (
     OnUnresolved,
     UnresolvedColumnsError,
 )
-from hydrator.events import Absent, ChangeEvent, Codec, Headers, Op, Passthrough, RawRecord
+from hydrator.events import (
+    Absent,
+    ChangeEvent,
+    Codec,
+    Headers,
+    Op,
+    Passthrough,
+    RawRecord,
+    Unavailable,
+)
 from state.handoff import Handoff
 from state.record import StateRecord
 
 HEADER_STALE = "hydrator.stale"
-# Not hostile input: deliberate stops, and the machine itself failing.
-_PASSED_THROUGH = (UnresolvedColumnsError, MemoryError)
+# Not hostile input: deliberate stops, the machine itself failing, and a service the codec
+# needs (a schema registry) that does not answer.
+_PASSED_THROUGH = (UnresolvedColumnsError, MemoryError, Unavailable)
 REASON_CHARS = 1000
 
 
