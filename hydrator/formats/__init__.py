@@ -12,6 +12,7 @@ from hydrator.formats.auto import AutoCodec
 from hydrator.formats.cassandra import CassandraCodec
 from hydrator.formats.cockroachdb import CockroachCodec
 from hydrator.formats.debezium import DebeziumCodec
+from hydrator.formats.flat import FlatCodec
 from hydrator.formats.options import FormatOptionError, FormatOptions
 from hydrator.formats.placeholders import PlaceholderForms
 from hydrator.formats.ydb import YdbCodec
@@ -30,6 +31,13 @@ class Format:
 FORMATS: tuple[Format, ...] = (
     # before Debezium, whose `accepts` takes any value with an `op`
     Format("cassandra", lambda _: CassandraCodec()),
+    # before Debezium: a flattened row may have a column named `op`; only rows have `__op`
+    # or `__deleted`
+    Format(
+        "debezium-flat",
+        lambda options: FlatCodec(PlaceholderForms(options.placeholder_bytes)),
+        aliases=("flat",),
+    ),
     Format(
         "debezium",
         lambda options: DebeziumCodec(
