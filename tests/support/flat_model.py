@@ -17,7 +17,7 @@ from tests.support.debezium_model import DebeziumModel, Rendered, payload_of
 ADD_FIELDS = ("op", "lsn", "source.sequence")
 
 
-def flatten(value: bytes | None, deletes: str = "rewrite") -> bytes | None | bool:
+def flatten(value: bytes | None, deletes: str = "rewrite") -> bytes | bool | None:
     """The SMT's value for a Debezium JSON value; False when the SMT drops the record."""
     if value is None:
         return False  # the connector's tombstones: dropped by `rewrite` and by `tombstone`
