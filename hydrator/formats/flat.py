@@ -173,16 +173,11 @@ def require_key(raw: bytes | None, read: Callable[[bytes], str]) -> str:
 
 
 def _fill(row: dict[str, Any], filled: Mapping[str, Any]) -> None:
-    """Set the filled columns, keeping the row's field order and its `__` fields where they
-    are: a column the row lacks goes before the first `__` field."""
-    if all(c in row for c in filled):
-        row.update(filled)
-        return
-    tail = {c: v for c, v in row.items() if c.startswith(PREFIX)}
-    for c in tail:
-        del row[c]
-    row.update(filled)
-    row.update(tail)
+    """Set the filled columns the row has. A rewritten delete names every column the table has
+    now (key-only: the others null), so a stored column it lacks was dropped: not written."""
+    for column, value in filled.items():
+        if column in row:
+            row[column] = value
 
 
 def _op(row: Mapping[str, Any]) -> Op:
