@@ -221,3 +221,11 @@ def test_flattened_history_equals_full_identity_rows(
         assert len(got[key]) == len(rows), (key, [r.get("__op") for r in outputs[key]])
         for i, (hydrated, full) in enumerate(zip(got[key], rows, strict=True)):
             assert hydrated == full, (key, i, outputs[key][i])
+
+
+def test_a_framed_value_without_a_registry_names_the_option() -> None:
+    record = RawRecord("t", 0, 0, KEY, b"\x00\x00\x00\x00\x07\x02\x04")
+    step = Hydrator(codec_for("auto")).process(None, record, '{"id":1}', 0)
+    [dead] = step.dead
+    assert "Confluent-framed Avro (schema id 7)" in dead.reason
+    assert "--schema-registry-url" in dead.reason
