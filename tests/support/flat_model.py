@@ -54,9 +54,11 @@ class FlatLog:
             flat = flatten(record.value, deletes)
             if flat is False:
                 continue
-            if flat is None and rendered.duplicate:
-                # A tombstone carries no position: redelivered after a connector restart, it
-                # deletes the row again, whatever came after it (docs/formats.md says so).
+            if deletes == "tombstone" and rendered.duplicate:
+                # A tombstone carries no position, nor does the key-change handoff it sends:
+                # redelivered after a connector restart, a tombstone deletes the row again and a
+                # late copy of its handoff can fill a redelivered CREATE (docs/formats.md says
+                # so, and recommends `rewrite`). Only `rewrite` streams are tested with them.
                 continue
             assert flat is None or isinstance(flat, bytes)
             again = RawRecord(

@@ -196,14 +196,16 @@ def test_decode_names_the_op_and_key_columns() -> None:
 @given(
     data=st.data(),
     placeholder=st.sampled_from(PLACEHOLDERS),
-    deletes=st.sampled_from(["rewrite", "tombstone"]),
+    # `rewrite` only: under the SMT's default (deletes as tombstones) a delete and the handoff
+    # of a key change carry no position, so the redeliveries and the twice-delivered handoffs
+    # this property draws cannot be told from new ones (docs/formats.md, "Flattened rows");
+    # tombstone deletes are covered by the unit cases above
+    deletes=st.just("rewrite"),
     fmt=st.sampled_from(["debezium-flat", "auto"]),
 )
 def test_flattened_history_equals_full_identity_rows(
     data: st.DataObject, placeholder: str, deletes: str, fmt: str
 ) -> None:
-    if deletes == "tombstone" and fmt == "auto":
-        fmt = "debezium-flat"  # a tombstone has no value to tell its format by
     options = FormatOptions(placeholder=placeholder)
     model = DebeziumModel(PlaceholderForms(options.placeholder_bytes), with_schema=False)
     build_history(data, model)
