@@ -153,7 +153,10 @@ def _check_engine_output(
         for out, source in zip(enriched, sources, strict=True):
             raw = by_source[source]
             assert (out.partition, out.key) == (raw.partition, raw.key), source
-            assert out.header(HEADER_UNRESOLVED) is None, source
+            assert out.header(HEADER_UNRESOLVED) is None, (
+                f"{source}: unresolved {out.header(HEADER_UNRESOLVED)!r}, input headers "
+                f"{[name for name, _ in raw.headers]}"
+            )
             if source in input_ids:
                 assert (
                     envelopes.schema_ids([out]).get(f"{out.topic}:{out.partition}:{out.offset}")
@@ -211,4 +214,7 @@ def test_the_spark_engine_hydrates_every_envelope(
     )
     done = run_to_completion(args, timeout_s=SPARK_TIMEOUT_S)
     assert done.returncode == 0, done.stderr[-5000:]
-    _check_engine_output(bootstrap, captures, registry, ".hydrated")
+    try:
+        _check_engine_output(bootstrap, captures, registry, ".hydrated")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\nthe run's last lines:\n{done.stderr[-3000:]}") from None
