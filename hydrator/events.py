@@ -28,6 +28,12 @@ class InvalidKey(ValueError):
     """The key bytes are not a decodable key."""
 
 
+class Unavailable(RuntimeError):
+    """A service a codec needs to read records (a schema registry) did not answer after its
+    retries. Not the record's fault: never a dead letter; the engine stops with the exit a
+    supervisor restarts it on, and the record is read again after the restart."""
+
+
 @dataclass(slots=True)
 class RawRecord:
     """A record as read from an input topic. A value: nothing changes one after it is made (not
@@ -197,8 +203,9 @@ class Codec(Protocol):
         """The record as a neutral change event, or Passthrough for one forwarded unchanged."""
         ...
 
-    def encode(self, event: ChangeEvent, patch: Patch) -> bytes:
+    def encode(self, event: ChangeEvent, patch: Patch) -> bytes | None:
         """The record's value with `patch` rendered in the same envelope; nothing else changes.
         Called for every event hydrated, also when `patch` is empty (a codec that adds whole
-        images always has something to write); return the input bytes when nothing changes."""
+        images always has something to write); return the input bytes when nothing changes
+        (None for a Kafka tombstone the format reads as a delete, which stays one)."""
         ...

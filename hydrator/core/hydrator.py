@@ -11,8 +11,9 @@ These entry points never raise for what a record carries: whatever the exception
 becomes a dead letter whose reason is `<format>: <ExceptionType>: <message>` (the format named,
 as a wrong `--format` is the commonest cause; under `auto` the format detected or those tried),
 and the state stays as it was. Only `--on-unresolved fail` (UnresolvedColumnsError), running
-out of memory and a failing state store (StorageError: a large value is read from the store
-while the rules run) go through: they are no record's fault.
+out of memory, a failing state store (StorageError: a large value is read from the store while
+the rules run) and a service the codec needs not answering (Unavailable: a schema registry that
+is down) go through: they are no record's fault.
 """
 
 from __future__ import annotations
@@ -37,7 +38,16 @@ from hydrator.core.settings import (
     OnUnresolved,
     UnresolvedColumnsError,
 )
-from hydrator.events import Absent, ChangeEvent, Codec, Headers, Op, Passthrough, RawRecord
+from hydrator.events import (
+    Absent,
+    ChangeEvent,
+    Codec,
+    Headers,
+    Op,
+    Passthrough,
+    RawRecord,
+    Unavailable,
+)
 from state.errors import StorageError
 from state.handoff import Handoff
 from state.record import StateRecord
@@ -45,8 +55,9 @@ from state.record import StateRecord
 HEADER_STALE = "hydrator.stale"
 # An event older than the key's bootstrapped image (docs/cold-start.md).
 _OLDER = ((HEADER_STALE, b"bootstrap"),)
-# Not hostile input: deliberate stops, and the machine itself failing (memory, the state store).
-_PASSED_THROUGH = (UnresolvedColumnsError, MemoryError, StorageError)
+# Not hostile input: deliberate stops, the machine itself failing (memory, the state store), and
+# a service the codec needs (a schema registry) that does not answer.
+_PASSED_THROUGH = (UnresolvedColumnsError, MemoryError, StorageError, Unavailable)
 REASON_CHARS = 1000
 
 
