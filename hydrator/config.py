@@ -55,6 +55,10 @@ class ConfigError(ValueError):
     """A bad configuration value; the message names the option."""
 
 
+class StateDirUnusable(RuntimeError):
+    """The state directory cannot be created or written (a configuration problem)."""
+
+
 def check_application_id(value: str) -> str:
     """The id names a directory under --state-dir, a consumer group and topic prefixes: only
     letters, digits, '.', '_' and '-', and not `.` or `..` (which would leave --state-dir)."""

@@ -49,7 +49,6 @@ from hydrator.engines.embedded.restore import Restorer, RestoreStopped
 from hydrator.engines.embedded.sized_sink import SizeCheckedSink
 from hydrator.engines.embedded.state_dir import StateDirectory, StateDirLocked, StateDirUnusable
 from hydrator.engines.embedded.topics import TopologyError, prepare_topology, record_limits
-from hydrator.engines.embedded.topology import Topology
 from hydrator.engines.embedded.transaction import TransactionalWriter, TransactionFailed
 from hydrator.engines.embedded.watchdog import (
     STANDALONE,
@@ -62,6 +61,8 @@ from hydrator.formats import codec_for
 from hydrator.kafka.client_config import ClientConfigError, ClientSettings, client_error
 from hydrator.kafka.offsets import OffsetProbe
 from hydrator.kafka.reachability import backoff_s, client_logger, wait_for_broker
+from hydrator.topology.emit import TopicWriter
+from hydrator.topology.layout import Topology
 
 if TYPE_CHECKING:
     from hydrator.engines.embedded.workers import Worker
@@ -304,7 +305,7 @@ class EmbeddedEngine:
             topology,
             int(producer_config["message.max.bytes"]),
         )
-        sink = SizeCheckedSink(writer, limits, topology, self.run_counts)
+        sink = SizeCheckedSink(TopicWriter(topology, writer), limits, topology, self.run_counts)
         assignment = Assignment(
             topology,
             state_dir,

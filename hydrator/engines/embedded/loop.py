@@ -30,10 +30,10 @@ from hydrator.engines.embedded.counts import RunCounts
 from hydrator.engines.embedded.metrics import EmbeddedMetrics, Phase, partition_lag
 from hydrator.engines.embedded.progress import ProgressSink
 from hydrator.engines.embedded.topics import check_topic_error
-from hydrator.engines.embedded.topology import Topology
 from hydrator.engines.embedded.transaction import TransactionalWriter
 from hydrator.engines.embedded.watchdog import blocking
 from hydrator.events import RawRecord
+from hydrator.topology.layout import Topology
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from hydrator.core.hydrator import Hydrator, rejected
 from hydrator.core.records import (
@@ -43,9 +43,10 @@ from hydrator.engines.embedded.clock import (
 from hydrator.engines.embedded.counts import UNATTRIBUTED, RunCounts
 from hydrator.engines.embedded.local_handoffs import LocalHandoffs
 from hydrator.engines.embedded.timers import DeadlineIndex
-from hydrator.engines.embedded.topology import Topology
 from hydrator.events import RawRecord
 from hydrator.kafka.record_limits import record_bytes
+from hydrator.topology.emit import Sink, emit, leaving
+from hydrator.topology.layout import Topology
 from state.codec import decode_state, encode_state
 from state.handoff import Handoff
 from state.large import (
@@ -86,16 +87,6 @@ ROUTE_ENTRY_OVERHEAD = 160
 # as much, never early).
 CLOCK_CHECKPOINT_MS = 5_000
 _META_PREFIX = b"\x00"
-
-
-class Sink(Protocol):
-    """Where a task's results go: the open Kafka transaction."""
-
-    def output(self, input_topic: str, record: OutputRecord) -> None: ...
-
-    def dead(self, record: OutputRecord) -> None: ...
-
-    def handoff(self, partition: int, handoff: Handoff) -> None: ...
 
 
 class Task:
@@ -178,7 +169,7 @@ class Task:
 
     def dead_letter(self, dead: DeadLetter) -> None:
         """A record the engine itself cannot read (a corrupt handoff)."""
-        self._sink.dead(dead.to_output())
+        self._sink.dead(leaving(dead.to_output()))
         self._counts.batch(UNATTRIBUTED)["dead_letters"] += 1
 
     def fire_timers(self, now_ms: int) -> None:
@@ -464,25 +455,21 @@ class Task:
         self._held[key] = size
 
     def _emit(self, topic: str, step: Transition) -> int:
-        """Send `step`'s results on; returns the bytes of its outputs."""
-        emitted = 0
-        for record in step.emitted:
-            self._sink.output(topic, record)
-            emitted += len(record.value or b"")
+        """Send `step`'s results on (hydrator/topology/emit.py); returns its outputs' bytes."""
+        emitted = emit(step, topic, self._topology, self._sink, self._keep_local)
         self.written_bytes += emitted
-        for dead in step.dead:
-            self._sink.dead(dead.to_output())
-        for handoff in step.handoffs:
-            target = self._topology.handoff_partition(handoff)
-            if self._local_handoffs.owns(target):
-                self._local_handoffs.put(target, handoff)
-                self._counts.batch(topic)["handoffs_local"] += 1
-            else:
-                self._sink.handoff(target, handoff)
         counts = self._counts.batch(topic)
         for name, n in step.counts.items():
             counts[name] += n
         return emitted
+
+    def _keep_local(self, target: int, handoff: Handoff) -> bool:
+        """Apply a handoff in this process when one of its tasks owns the new key."""
+        if not self._local_handoffs.owns(target):
+            return False
+        self._local_handoffs.put(target, handoff)
+        self._counts.batch(handoff.topic)["handoffs_local"] += 1
+        return True
 
     def _remember(self, key: bytes, decoded: Any, encoded_size: int) -> None:
         """Cache a state (or a large value) under its store key."""

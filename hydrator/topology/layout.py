@@ -1,12 +1,15 @@
 """The topics one application reads and writes, and how their partitions line up.
 
-Everything is co-partitioned: task `p` owns partition `p` of every input topic, of the handoff
-topic and of the state changelog, and writes its outputs and dead letters to partition `p`.
+Everything is co-partitioned: partition `p` of every input topic, of the handoff topic and of the
+state changelog belong together (the embedded engine's task `p` owns them all), and outputs and
+dead letters keep their input's partition number. The internal topics are named after the
+application id: `<application-id>-handoff` (key changes' old images on their way to the new key),
+`-state` (the embedded engine's state changelog, compacted) and `-dlq` (dead letters).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from hydrator.core.settings import HydrationSettings
@@ -16,6 +19,26 @@ from hydrator.kafka.record_limits import TopicLimits
 from state.handoff import Handoff
 
 _DEFAULT_LIMITS = TopicLimits.for_max_record_bytes(HydrationSettings().max_record_bytes)
+
+
+class TopologyError(ValueError):
+    """The topics cannot be laid out as the engine needs (a configuration problem)."""
+
+
+def output_topics(
+    inputs: Sequence[str], output_topic: str | None, output_suffix: str | None
+) -> dict[str, str]:
+    """Input topic -> output topic, from --output-topic (one for all) or --output-suffix."""
+    if output_topic is not None:
+        outputs = dict.fromkeys(inputs, output_topic)
+    elif output_suffix:
+        outputs = {topic: f"{topic}{output_suffix}" for topic in inputs}
+    else:
+        raise TopologyError("one of --output-topic or --output-suffix is needed")
+    looping = sorted(set(outputs.values()) & set(inputs))
+    if looping:
+        raise TopologyError(f"--output-topic/--output-suffix: {looping[0]} is also an input topic")
+    return outputs
 
 
 @dataclass(frozen=True)
@@ -58,9 +81,10 @@ class Topology:
         route = handoff.route_key if handoff.route_key is not None else handoff.new_key.encode()
         return partition_for_key(route, self.partitions)
 
-    def created_topics(self) -> list[TopicSpec]:
+    def created_topics(self, changelog: bool = True) -> list[TopicSpec]:
         """What the engine creates when absent: outputs and internal topics, partitioned like the
-        input, each with the record size limit its records need."""
+        input, each with the record size limit its records need. `changelog`: whether the engine
+        keeps its state in the changelog topic (the Spark engine keeps it in its checkpoint)."""
         p = self.partitions
         limits = self.limits
 
@@ -68,13 +92,11 @@ class Topology:
             return {"max.message.bytes": str(n)}
 
         specs = [TopicSpec(out, p, sized(limits.output)) for out in self.output_topics]
-        specs += [
-            TopicSpec(self.handoff_topic, p, sized(limits.handoff)),
-            TopicSpec(
-                self.changelog_topic, p, {"cleanup.policy": "compact", **sized(limits.changelog)}
-            ),
-            TopicSpec(self.dlq_topic, p, sized(limits.dlq)),
-        ]
+        specs.append(TopicSpec(self.handoff_topic, p, sized(limits.handoff)))
+        if changelog:
+            config = {"cleanup.policy": "compact", **sized(limits.changelog)}
+            specs.append(TopicSpec(self.changelog_topic, p, config))
+        specs.append(TopicSpec(self.dlq_topic, p, sized(limits.dlq)))
         return specs
 
     @property
