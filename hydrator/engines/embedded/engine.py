@@ -58,6 +58,7 @@ from hydrator.engines.embedded.watchdog import (
     watchdog,
 )
 from hydrator.formats import codec_for
+from hydrator.kafka import broker_quirks
 from hydrator.kafka.client_config import ClientConfigError, ClientSettings, client_error
 from hydrator.kafka.offsets import OffsetProbe
 from hydrator.kafka.reachability import backoff_s, client_logger, wait_for_broker
@@ -75,12 +76,10 @@ CONFIG_ERRORS = (ConfigError, ClientConfigError, TopologyError, StateDirLocked, 
 # Tunable through -X; the engine's managed settings are in the functions below.
 CONSUMER_DEFAULTS: dict[str, Any] = {
     "auto.offset.reset": "earliest",
-    # Tansu takes ~23 s to settle a group join with the 45 s default, ~3 s with this.
-    "session.timeout.ms": 6000,
-    "heartbeat.interval.ms": 1500,
-    # Apache Kafka answers a waiting fetch as soon as records arrive; Tansu holds it for the
-    # whole wait, which every record then waits too. An idle consumer asks 40 times a second.
-    "fetch.wait.max.ms": 25,
+    # for Tansu, and what they cost on Apache Kafka: hydrator/kafka/broker_quirks.py
+    "session.timeout.ms": broker_quirks.SESSION_TIMEOUT_MS,
+    "heartbeat.interval.ms": broker_quirks.HEARTBEAT_INTERVAL_MS,
+    "fetch.wait.max.ms": broker_quirks.FETCH_WAIT_MAX_MS,
 }
 PRODUCER_DEFAULTS: dict[str, Any] = {
     # What a batch produces becomes visible when its transaction commits, and a commit flushes
@@ -99,11 +98,8 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
     "transaction.timeout.ms": 30_000,
     # Java-compatible key hashing for anything produced without an explicit partition.
     "partitioner": "murmur2_random",
-    # After an outage librdkafka's re-bootstrap (the default "rebootstrap") decommissions the
-    # transaction coordinator, and send_offsets_to_transaction then waited on the lost
-    # coordinator forever, past its timeout (seen with librdkafka 2.16 on Tansu). Without it
-    # the producer reconnects to the brokers it knows and carries on.
-    "metadata.recovery.strategy": "none",
+    # a lost transaction coordinator after an outage (hydrator/kafka/broker_quirks.py)
+    "metadata.recovery.strategy": broker_quirks.METADATA_RECOVERY_STRATEGY,
 }
 
 
