@@ -130,9 +130,16 @@ def leaving_headers(headers: Headers) -> Headers:
     """One of each header the engine writes: its own (the last), with an incoming
     `hydrator.source` kept as `hydrator.source.original`. `headers` itself when nothing repeats
     (every record passes here: the usual case is one loop over a few names)."""
-    ours = [name for name, _ in headers if name in ENGINE_HEADERS]
-    if len(ours) < 2 or len(set(ours)) == len(ours):
-        return headers
+    seen: set[str] = set()
+    for name, _ in headers:
+        if name in ENGINE_HEADERS:
+            if name in seen:
+                return _one_of_each(headers)
+            seen.add(name)
+    return headers
+
+
+def _one_of_each(headers: Headers) -> Headers:
     last = {name: index for index, (name, _) in enumerate(headers) if name in ENGINE_HEADERS}
     has_original = any(name == HEADER_SOURCE_ORIGINAL for name, _ in headers)
     kept: list[tuple[str, bytes | None]] = []
