@@ -101,7 +101,7 @@ class TopicWriter:
     """The Sink that writes Kafka records to the topology's topics."""
 
     def __init__(self, topology: Topology, writer: RecordWriter) -> None:
-        self._outputs = dict(topology.outputs)
+        self._outputs = topology.outputs  # the Spark engine makes one per group: no copy
         self._dlq = topology.dlq_topic
         self._handoffs = topology.handoff_topic
         self._writer = writer
