@@ -12,10 +12,13 @@ from hypothesis import strategies as st
 from hydrator.core import DeadLetter, HydrationSettings, RawRecord, Transition
 from hydrator.core.hydrator import read_handoff
 from hydrator.core.records import HEADER_ERROR, HEADER_FILLED, HEADER_SOURCE, OutputRecord
+from hydrator.engines.embedded.counts import RunCounts
+from hydrator.engines.embedded.sized_sink import SizeCheckedSink
 from hydrator.engines.spark.routing import group_of, route
 from hydrator.engines.spark.stateful import HydratorSpec, hydrator_for, unpack_record
 from hydrator.events import Headers
 from hydrator.kafka.partitioner import partition_for_key
+from hydrator.kafka.record_limits import RecordLimits
 from hydrator.topology.emit import (
     ENGINE_HEADERS,
     HEADER_SOURCE_ORIGINAL,
@@ -199,3 +202,22 @@ def test_both_engines_read_the_handoff_records_of_either_and_of_older_releases()
     assert group == expected == f"db.t\x00{handoff.new_key}"
     (packed,) = batch.column("record").to_pylist()
     assert unpack_record(packed)[5] == value
+
+
+def test_a_handoff_too_large_for_its_topic_is_a_dead_letter_naming_its_source() -> None:
+    """The embedded engine measures the very record TopicWriter would write (key, value and
+    header); one over the handoff topic's limit goes to the DLQ, keyed and sourced like it."""
+    written = Written()
+    counts = RunCounts()
+    limits = RecordLimits("app-dlq", {"app-handoff": 200, "app-dlq": 10_000}, 10**6)
+    sink = SizeCheckedSink(TopicWriter(TOPOLOGY, written), limits, TOPOLOGY, counts)
+    small = Handoff("db.t", '{"id":9}', '{"id":3}', {"id": 3}, None, "db.t:0:4")
+    large = Handoff("db.t", '{"id":8}', '{"id":2}', {"id": 2, "doc": "x" * 500}, None, "db.t:0:5")
+    emit(Transition(None, handoffs=(small, large)), "db.t", TOPOLOGY, sink)
+    (handoff, dead) = written.records
+    assert handoff[0] == "app-handoff" and Handoff.decode(handoff[3]) == small
+    assert dead[0] == "app-dlq" and dead[2] == b'db.t\x00{"id":8}'
+    assert dead[1] == TOPOLOGY.handoff_partition(large)
+    assert dict(dead[4])[HEADER_SOURCE] == b"db.t:0:5"
+    assert b"app-handoff" in dict(dead[4])[HEADER_ERROR]
+    assert counts.batch("db.t")["oversize_records"] == 1
