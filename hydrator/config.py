@@ -23,8 +23,9 @@ from typing import Any
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
-from hydrator.core.settings import HydrationSettings
+from hydrator.core.settings import HydrationSettings, OnStale, OnUnresolved
 from hydrator.formats.options import FormatOptions
+from hydrator.kafka.client_config import ClientConfigError, parse_properties
 from state.large import DEFAULT_COMPRESSION
 
 DEFAULT_APPLICATION_ID = "toast-hydrator"
@@ -52,7 +53,12 @@ _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:/")
 
 
 class ConfigError(ValueError):
-    """A bad configuration value; the message names the option."""
+    """A bad configuration value; the message names the option, or `options` do (the CLI shows
+    them as click shows a bad option: `Invalid value for '--state-dir': ...`)."""
+
+    def __init__(self, message: str, *options: str) -> None:
+        super().__init__(message)
+        self.options = options
 
 
 class StateDirUnusable(RuntimeError):
@@ -117,8 +123,10 @@ class RunConfig:
     large_value_threshold: int | None = 2048
     # ... compressed so (lz4 costs less CPU, zstd writes fewer bytes).
     large_value_compression: str = DEFAULT_COMPRESSION
-    # Where /metrics, /healthz and /readyz are served (all interfaces); None: not served.
+    # Where /metrics, /healthz and /readyz are served; None: not served. The host "" is every
+    # interface (the default); 127.0.0.1 keeps them on this machine.
     metrics_port: int | None = None
+    metrics_host: str = ""
     # Embedded: worker processes (1: the engine runs in the calling process).
     workers: int = 1
     # How the run logs (a worker process sets its logging up from these).
@@ -205,3 +213,107 @@ def load_config_file(path: Path, section: str = "run") -> dict[str, Any]:
         for name, value in table.items()
         if not (name == section and isinstance(value, dict))
     }
+
+
+def split_values(values: Iterable[str] | str | None) -> tuple[str, ...]:
+    """Several values may come in one string (env var, config file): split on commas."""
+    if values is None:
+        return ()
+    if isinstance(values, str):
+        values = [values]
+    return tuple(part.strip() for v in values for part in str(v).split(",") if part.strip())
+
+
+def build_config(options: Mapping[str, Any]) -> RunConfig:
+    """The values of `run`'s options (by parameter name) -> RunConfig; a cross-option problem
+    raises ConfigError naming the options."""
+    output_topic, output_suffix = options["output_topic"], options["output_suffix"]
+    if (output_topic is None) == (output_suffix is None):
+        raise ConfigError("give exactly one of --output-topic or --output-suffix")
+    try:
+        properties = parse_properties(options["kafka_properties"])
+    except ClientConfigError as exc:
+        raise ConfigError(str(exc), "-X", "--kafka-property") from None
+    if not options["bootstrap_servers"].strip():
+        raise ConfigError("no server given", "--bootstrap-servers")
+    inputs = split_values(options["input_topics"])
+    if not inputs:
+        raise ConfigError("no topic given", "--input-topic")
+    hydration = HydrationSettings(
+        fill_before=options["fill_before"],
+        on_stale=OnStale(options["on_stale"]),
+        on_unresolved=OnUnresolved(options["on_unresolved"]),
+        tombstone_retention_ms=options["tombstone_retention"],
+        handoff_timeout_ms=options["handoff_timeout"],
+        state_ttl_ms=options["state_ttl"],
+        max_record_bytes=options["max_record_bytes"],
+        max_parked_records=options["max_parked_records"],
+        max_parked_bytes=options["max_parked_bytes"],
+    )
+    format_options = FormatOptions(
+        placeholder=options["placeholder"], fill_absent=options["fill_absent"]
+    )
+    _check_placeholder(format_options)
+    _check_format(options["format_"], format_options)
+    state_dir: Path | str = str(options["state_dir"])
+    if options["engine"] != "spark":
+        try:
+            state_dir = local_state_dir(state_dir)
+        except ConfigError as exc:
+            raise ConfigError(str(exc), "--state-dir") from None
+    return RunConfig(
+        engine=options["engine"],
+        bootstrap_servers=options["bootstrap_servers"],
+        input_topics=inputs,
+        output_topic=output_topic,
+        output_suffix=output_suffix,
+        state_dir=state_dir,
+        application_id=options["application_id"],
+        format=options["format_"],
+        format_options=format_options,
+        available_now=options["available_now"],
+        kafka_properties=properties,
+        hydration=hydration,
+        commit_interval_ms=options["commit_interval"],
+        backlog_commit_interval_ms=options["backlog_commit_interval"],
+        state_cache_bytes=options["state_cache_bytes"],
+        large_value_threshold=options["large_value_threshold"] or None,
+        large_value_compression=options["large_value_compression"],
+        workers=options["workers"] or default_workers(),
+        log_level=options["log_level"].upper(),
+        log_format=options["log_format"],
+        progress_interval_s=options["progress_interval"] / 1000,
+        startup_timeout_ms=options["startup_timeout"],
+        metrics_port=options["metrics_port"],
+        metrics_host=options.get("metrics_host") or "",
+    )
+
+
+def build_spark_options(options: Mapping[str, Any]) -> SparkOptions:
+    """The values of `run`'s options -> what only `--engine spark` uses."""
+    try:
+        conf = parse_spark_conf(options["spark_conf"])
+    except ConfigError as exc:
+        raise ConfigError(str(exc), "--spark-conf") from None
+    return SparkOptions(options["master"], conf, options["max_offsets_per_trigger"])
+
+
+def _check_placeholder(options: FormatOptions) -> None:
+    try:
+        options.placeholder_bytes  # noqa: B018 - validates hex: placeholders
+    except ValueError:
+        raise ConfigError(
+            f"{options.placeholder!r} is not valid hex after 'hex:'", "--placeholder"
+        ) from None
+
+
+def _check_format(name: str, options: FormatOptions) -> None:
+    # Imported here: the codecs are not needed to read a configuration.
+    from hydrator.formats import FormatOptionError, codec_for
+
+    try:
+        codec_for(name, options)
+    except FormatOptionError as exc:
+        raise ConfigError(str(exc), exc.option) from None
+    except ValueError as exc:
+        raise ConfigError(f"{name} is not available yet ({exc})", "--format") from None

@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from hydrator import cli
+from hydrator.cli import launch
 from hydrator.config import RunConfig, SparkOptions
 
 BASE = [
@@ -34,7 +35,7 @@ def captured(monkeypatch: pytest.MonkeyPatch) -> list[RunConfig]:
         configs.append(config)
         return 0
 
-    monkeypatch.setattr(cli, "_run_embedded", fake_run)
+    monkeypatch.setattr(launch, "run_embedded", fake_run)
     for name in (
         "ENGINE",
         "BOOTSTRAP_SERVERS",
@@ -119,7 +120,7 @@ def captured_spark(
         runs.append((config, spark))
         return 0
 
-    monkeypatch.setattr(cli, "_run_spark", fake_run)
+    monkeypatch.setattr(launch, "run_spark", fake_run)
     for name in ("MASTER", "SPARK_CONF", "MAX_OFFSETS_PER_TRIGGER"):
         monkeypatch.delenv(f"HYDRATOR_{name}", raising=False)
     return runs

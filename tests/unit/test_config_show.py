@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from hydrator import cli
+from hydrator.cli import launch
 from hydrator.config import RunConfig, SparkOptions
 
 REQUIRED = ["--bootstrap-servers", "h:1", "--input-topic", "t", "--output-suffix", ".e"]
@@ -29,8 +30,8 @@ def runs(monkeypatch: pytest.MonkeyPatch) -> list[RunConfig]:
         configs.append(config)
         return 0
 
-    monkeypatch.setattr(cli, "_run_embedded", fake_embedded)
-    monkeypatch.setattr(cli, "_run_spark", fake_spark)
+    monkeypatch.setattr(launch, "run_embedded", fake_embedded)
+    monkeypatch.setattr(launch, "run_spark", fake_spark)
     for param in cli.run.params:
         if isinstance(param.envvar, str):
             monkeypatch.delenv(param.envvar, raising=False)

@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from hydrator import cli
+from hydrator.cli import launch
 from hydrator.config import RunConfig
 
 BASE = [
@@ -32,7 +33,7 @@ def captured(monkeypatch: pytest.MonkeyPatch) -> list[RunConfig]:
         configs.append(config)
         return 0
 
-    monkeypatch.setattr(cli, "_run_embedded", fake_run)
+    monkeypatch.setattr(launch, "run_embedded", fake_run)
     for name in ("CONFIG", "FORMAT", "FILL_ABSENT"):
         monkeypatch.delenv(f"HYDRATOR_{name}", raising=False)
     return configs

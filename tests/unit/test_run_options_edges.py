@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from hydrator import cli
+from hydrator.cli import launch
 from hydrator.config import RunConfig
 from hydrator.engines.embedded.state_dir import StateDirectory, StateDirUnusable
 from hydrator.kafka.client_config import client_error, split_env_properties
@@ -36,7 +37,7 @@ def captured(monkeypatch: pytest.MonkeyPatch) -> list[RunConfig]:
         configs.append(config)
         return 0
 
-    monkeypatch.setattr(cli, "_run_embedded", fake_run)
+    monkeypatch.setattr(launch, "run_embedded", fake_run)
     for name in ("CONFIG", "APPLICATION_ID", "KAFKA_PROPERTY"):
         monkeypatch.delenv(f"HYDRATOR_{name}", raising=False)
     return configs
@@ -189,7 +190,7 @@ def test_the_embedded_engine_takes_a_path_or_a_file_uri(
 
 def test_the_spark_engine_keeps_a_state_dir_uri_as_given(monkeypatch: pytest.MonkeyPatch) -> None:
     configs: list[RunConfig] = []
-    monkeypatch.setattr(cli, "_run_spark", lambda config, spark: configs.append(config) or 0)
+    monkeypatch.setattr(launch, "run_spark", lambda config, spark: configs.append(config) or 0)
     spark = [*BASE[:2], "spark", *BASE[3:]]
     assert invoke([*spark, "--state-dir", "s3a://bucket/state"]).exit_code == 0
     assert configs[0].state_dir == "s3a://bucket/state"

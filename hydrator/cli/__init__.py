@@ -1,0 +1,43 @@
+"""`hydrator run ...`, `hydrator config show`, `hydrator state inspect|stats`, `hydrator demo`,
+`hydrator dev broker|capture` and `hydrator tail` (the CLI the README documents).
+
+Every option also reads `HYDRATOR_<NAME>` (e.g. HYDRATOR_INPUT_TOPIC, several values separated by
+spaces or commas) and the TOML file given by `--config` / HYDRATOR_CONFIG; the command line wins
+over the environment, which wins over the file. Exit codes: 0 done, 2 bad usage or configuration
+(the message names the option), 1 a fatal error while running, 75 (embedded) a temporary failure
+(no broker within --startup-timeout, or a Kafka call blocked past its timeout): start it again,
+130 interrupted (a second stop signal, or a stop the blocked engine could not honour in time).
+With --workers N > 1 the run ends with the code of the worker that ended it
+(hydrator/engines/embedded/workers.py says when a worker is started again instead).
+"""
+
+from __future__ import annotations
+
+import click
+
+from hydrator.cli.config_command import config_group
+from hydrator.cli.demo_command import demo
+from hydrator.cli.dev_commands import dev, tail
+from hydrator.cli.params import ENGINES, FORMATS
+from hydrator.cli.run_command import run
+from hydrator.cli.state_commands import state_group
+
+__all__ = ["ENGINES", "FORMATS", "cli", "main", "run"]
+
+
+@click.group()
+@click.version_option(package_name="toast-hydrator")
+def cli() -> None:
+    """Keep the last full row per primary key; fill what CDC events leave out."""
+
+
+cli.add_command(run)
+cli.add_command(config_group)
+cli.add_command(demo)
+cli.add_command(state_group)
+cli.add_command(dev)
+cli.add_command(tail)
+
+
+def main() -> None:
+    cli(prog_name="hydrator")

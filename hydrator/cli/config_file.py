@@ -1,0 +1,49 @@
+"""`--config FILE`: a TOML file's values become the defaults of a command's options."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from hydrator.config import ConfigError, load_config_file
+from hydrator.kafka.client_config import split_env_properties
+from hydrator.ops.config_show import CONFIG_FILE_META
+
+
+def load_run_config(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Eager: the file's values become defaults for every other option of the command."""
+    if not value:
+        return value
+    defaults = config_defaults(ctx, param, value, ctx.command.params)
+    ctx.meta[CONFIG_FILE_META] = value
+    ctx.default_map = {**(ctx.default_map or {}), **defaults}
+    return value
+
+
+def config_defaults(
+    ctx: click.Context, param: click.Parameter, path: str, params: list[click.Parameter]
+) -> dict[str, Any]:
+    """The file's values by parameter name; a key that is none of `params` is an error."""
+    try:
+        values = load_config_file(Path(path))
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+    # Keys are long option names (input-topic), which is not always the parameter's name
+    # (input_topics).
+    by_option = {
+        opt.lstrip("-").replace("-", "_"): p.name
+        for p in params
+        if isinstance(p, click.Option) and p.name != "config"
+        for opt in p.opts
+        if opt.startswith("--")
+    }
+    defaults = {}
+    for name, setting in values.items():
+        if name not in by_option:
+            raise click.BadParameter(f"unknown option {name!r} in {path}", ctx, param)
+        if by_option[name] == "kafka_properties" and isinstance(setting, str):
+            setting = split_env_properties(setting)  # one string: a property per line
+        defaults[by_option[name]] = setting
+    return defaults

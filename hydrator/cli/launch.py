@@ -1,0 +1,171 @@
+"""Starting an engine for `hydrator run`, and the exit code for how it ended."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NoReturn
+
+import click
+
+from hydrator.config import ConfigError, RunConfig, SparkOptions
+from hydrator.core.settings import UnresolvedColumnsError
+from hydrator.kafka.client_config import ClientConfigError
+from hydrator.ops import logs
+from hydrator.ops.secrets import redact, secret_values
+
+if TYPE_CHECKING:
+    from hydrator.engines.embedded.workers import Worker
+    from hydrator.metrics.run import Health, RunMetrics
+
+log = logging.getLogger("hydrator")
+
+
+def run_secrets(config: RunConfig, spark: SparkOptions | None = None) -> set[str]:
+    """The values no line may show: secret `-X`/`--spark-conf` values and URL passwords."""
+    settings = {**config.kafka_properties, **(spark.conf if spark else {})}
+    texts = [config.bootstrap_servers, str(config.state_dir), spark.master if spark else ""]
+    return secret_values(settings, texts)
+
+
+def run_embedded(config: RunConfig) -> int:
+    """The embedded engine: in this process, or in `config.workers` worker processes that this
+    one supervises."""
+    if config.workers == 1:
+        return _run_engine(config)
+    from hydrator.engines.embedded.state_dir import StateDirLocked, StateDirUnusable
+    from hydrator.engines.embedded.workers import Supervisor
+
+    return _guarded(
+        Supervisor(config, run_worker).run,
+        run_secrets(config),
+        (ConfigError, StateDirLocked, StateDirUnusable),
+    )
+
+
+def run_worker(config: RunConfig, worker: Worker) -> int:
+    """A worker process of a run with several (its entry point, in the worker's process)."""
+    logs.configure(
+        config.log_level,
+        config.log_format,
+        config.application_id,
+        run_secrets(config),
+        worker.index,
+    )
+    return _run_engine(config, worker)
+
+
+def _run_engine(config: RunConfig, worker: Worker | None = None) -> int:
+    """The embedded engine in this process: the whole run, or one worker of it."""
+    from hydrator.engines.embedded.engine import CONFIG_ERRORS, EmbeddedEngine
+    from hydrator.engines.embedded.watchdog import EXIT_TEMPORARY
+    from hydrator.kafka.reachability import BrokerUnavailable
+
+    engine = EmbeddedEngine(config, worker=worker)
+    if worker is not None and config.metrics_port is not None:
+        run = _serving_worker_metrics(worker, engine.metrics.run, engine.metrics, engine.run)
+    else:
+        run = _serving_metrics(config, engine.metrics.run, engine.metrics, engine.run)
+    code = _guarded(
+        run,
+        run_secrets(config),
+        CONFIG_ERRORS,
+        (BrokerUnavailable,),
+        EXIT_TEMPORARY,
+    )
+    if engine.in_group:
+        _exit_in_group(code)
+    return code
+
+
+def _exit_in_group(code: int) -> NoReturn:
+    """End the process now, the engine's consumer still open: the group drops the member when
+    its session expires (hydrator/engines/embedded/engine.py says why). A normal exit would
+    close the consumer, which sends a LeaveGroup."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _serving_metrics(
+    config: RunConfig, metrics: RunMetrics, health: Health, run: Callable[[], None]
+) -> Callable[[], None]:
+    """`run`, with /metrics, /healthz and /readyz served meanwhile on --metrics-host and
+    --metrics-port (no port: not served), from before the engine waits for a broker, so /healthz
+    answers during start-up."""
+    from hydrator.metrics.exporter import serving
+
+    def serve_and_run() -> None:
+        with serving(config.metrics_port, metrics, health, config.metrics_host):
+            run()
+
+    return serve_and_run
+
+
+def _serving_worker_metrics(
+    worker: Worker, metrics: RunMetrics, health: Health, run: Callable[[], None]
+) -> Callable[[], None]:
+    """`run`, with this worker's /metrics, /healthz and /readyz served on a free loopback port
+    for the supervisor, which serves --metrics-port with every worker's (metrics/merged.py)."""
+    from hydrator.metrics.exporter import MetricsServer, registry_for
+
+    def serve_and_run() -> None:
+        server = MetricsServer(0, registry_for(metrics), health, loopback=True)
+        server.start()
+        worker.serve_metrics(server.port)
+        try:
+            run()
+        finally:
+            server.close()
+
+    return serve_and_run
+
+
+def _guarded(
+    run: Callable[[], int | None],
+    secrets: set[str],
+    config_errors: tuple[type[Exception], ...],
+    temporary_errors: tuple[type[Exception], ...] = (),
+    temporary_exit: int = 1,
+) -> int:
+    """Run an engine; the exit code for how it ended (or the one `run` returns)."""
+    try:
+        code = run()
+    except config_errors as exc:
+        click.echo(redact(f"Error: {exc}", secrets), err=True)
+        return 2
+    except temporary_errors as exc:
+        # Not a crash: the broker is missing; a supervisor should try again later.
+        click.echo(redact(f"Error: {exc}", secrets), err=True)
+        return temporary_exit
+    except KeyboardInterrupt:
+        return 130
+    except UnresolvedColumnsError as exc:
+        log.error("stopping without committing the batch: %s", exc)
+        return 1
+    except Exception as exc:
+        log.exception("fatal: %s", exc)
+        return 1
+    return code or 0
+
+
+def run_spark(config: RunConfig, spark: SparkOptions) -> int:
+    # Imported here: the embedded engine and the demo must not pay for (or need) pyspark.
+    from hydrator.engines.embedded.state_dir import StateDirUnusable
+    from hydrator.engines.embedded.topics import TopologyError
+    from hydrator.engines.spark.engine import SparkEngine
+
+    engine = SparkEngine(
+        config,
+        master=spark.master,
+        spark_conf=spark.conf,
+        max_offsets_per_trigger=spark.max_offsets_per_trigger,
+    )
+    return _guarded(
+        _serving_metrics(config, engine.metrics.run, engine.metrics, engine.run),
+        run_secrets(config, spark),
+        (ConfigError, ClientConfigError, TopologyError, StateDirUnusable),
+    )

@@ -1,0 +1,319 @@
+"""The options of `hydrator run` (and so of `hydrator config show`, which takes the same)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+import click
+
+from hydrator.cli.config_file import load_run_config
+from hydrator.cli.params import (
+    ENGINES,
+    FORMATS,
+    ApplicationId,
+    Duration,
+    KafkaProperty,
+    Size,
+    SizeOrOff,
+    StateDir,
+    env_name,
+)
+from hydrator.config import DEFAULT_APPLICATION_ID
+from hydrator.core.settings import OnStale, OnUnresolved
+from hydrator.formats.options import DEFAULT_PLACEHOLDER
+from hydrator.ops.logs import LOG_FORMATS
+from state.large import COMPRESSIONS, DEFAULT_COMPRESSION
+
+Command = TypeVar("Command", bound=Callable[..., None])
+
+
+def run_options(command: Command) -> Command:
+    """Every option of `run`, in the order its --help lists them."""
+    for option in reversed(_RUN_OPTIONS):
+        command = option(command)
+    return command
+
+
+_RUN_OPTIONS: list[Callable[[Callable[..., None]], Callable[..., None]]] = [
+    click.option(
+        "--config",
+        type=click.Path(dir_okay=False),
+        envvar=env_name("config"),
+        callback=load_run_config,
+        is_eager=True,
+        expose_value=False,
+        help="TOML file with option values (long names, at top level or under [run]).",
+    ),
+    click.option(
+        "--engine",
+        type=click.Choice(ENGINES),
+        default="embedded",
+        show_default=True,
+        envvar=env_name("engine"),
+    ),
+    click.option(
+        "--bootstrap-servers",
+        required=True,
+        envvar=env_name("bootstrap_servers"),
+        metavar="HOST:PORT[,...]",
+    ),
+    click.option(
+        "--input-topic",
+        "input_topics",
+        multiple=True,
+        required=True,
+        envvar=env_name("input_topic"),
+        help="Raw CDC topic; repeat for several.",
+    ),
+    click.option(
+        "--output-topic",
+        envvar=env_name("output_topic"),
+        help="Enriched topic (all inputs write to it).",
+    ),
+    click.option(
+        "--output-suffix",
+        envvar=env_name("output_suffix"),
+        help="Enriched topic per input: <input><suffix>.",
+    ),
+    click.option(
+        "--state-dir",
+        type=StateDir(),
+        default="hydrator-state",
+        show_default=True,
+        envvar=env_name("state_dir"),
+        help="Local state directory; --engine spark also takes a URI its checkpoint can use "
+        "(file://, hdfs://, s3a://...).",
+    ),
+    click.option(
+        "--application-id",
+        type=ApplicationId(),
+        default=DEFAULT_APPLICATION_ID,
+        show_default=True,
+        envvar=env_name("application_id"),
+        help="Consumer group and prefix of the internal topics.",
+    ),
+    click.option(
+        "--format",
+        "format_",
+        type=click.Choice(FORMATS),
+        default="auto",
+        show_default=True,
+        envvar=env_name("format"),
+    ),
+    click.option(
+        "--available-now",
+        is_flag=True,
+        envvar=env_name("available_now"),
+        help="Process everything available (incl. internal topics), then exit 0.",
+    ),
+    click.option(
+        "-X",
+        "--kafka-property",
+        "kafka_properties",
+        type=KafkaProperty(),
+        multiple=True,
+        metavar="NAME=VALUE",
+        envvar=env_name("kafka_property"),
+        help="librdkafka property for every client (consumer./producer./admin. prefix for one "
+        "kind). Give secrets through HYDRATOR_KAFKA_PROPERTY or --config, not on the command line.",
+    ),
+    click.option(
+        "--placeholder",
+        default=DEFAULT_PLACEHOLDER,
+        show_default=True,
+        envvar=env_name("placeholder"),
+        help="Debezium's unavailable-value placeholder (hex:... for bytes).",
+    ),
+    click.option(
+        "--fill-absent",
+        is_flag=True,
+        envvar=env_name("fill_absent"),
+        help="Patch streams (--format debezium): a stored column absent from an event was not "
+        "shipped; fill it (in after of c/r/u, before of u/d).",
+    ),
+    click.option(
+        "--fill-before/--no-fill-before",
+        default=True,
+        show_default=True,
+        envvar=env_name("fill_before"),
+    ),
+    click.option(
+        "--on-stale",
+        type=click.Choice([e.value for e in OnStale]),
+        default="drop",
+        show_default=True,
+        envvar=env_name("on_stale"),
+    ),
+    click.option(
+        "--on-unresolved",
+        type=click.Choice([e.value for e in OnUnresolved]),
+        default="keep",
+        show_default=True,
+        envvar=env_name("on_unresolved"),
+    ),
+    click.option(
+        "--tombstone-retention",
+        type=Duration(),
+        default="24h",
+        show_default=True,
+        envvar=env_name("tombstone_retention"),
+    ),
+    click.option(
+        "--handoff-timeout",
+        type=Duration(),
+        default="60s",
+        show_default=True,
+        envvar=env_name("handoff_timeout"),
+    ),
+    click.option(
+        "--state-ttl",
+        type=Duration(),
+        default=None,
+        envvar=env_name("state_ttl"),
+        help="Forget keys untouched this long (default: never).",
+    ),
+    click.option(
+        "--max-record-bytes",
+        type=Size(),
+        default="16MB",
+        show_default=True,
+        envvar=env_name("max_record_bytes"),
+        help="Larger input keys or values go to the DLQ; the topics the engine creates take "
+        "records of 2x (outputs, handoffs, DLQ) and 3x (state changelog) this, plus 1 MiB.",
+    ),
+    click.option(
+        "--max-parked-records",
+        type=click.IntRange(min=1),
+        default=1000,
+        show_default=True,
+        envvar=env_name("max_parked_records"),
+        help="Records one key may hold while its key change waits; more go to the DLQ.",
+    ),
+    click.option(
+        "--max-parked-bytes",
+        type=Size(),
+        default="8MB",
+        show_default=True,
+        envvar=env_name("max_parked_bytes"),
+        help="Bytes one key's waiting records may take; more go to the DLQ.",
+    ),
+    click.option(
+        "--state-cache-bytes",
+        type=Size(),
+        default="256MB",
+        show_default=True,
+        envvar=env_name("state_cache_bytes"),
+        help="Embedded: memory for decoded states kept between records, shared by all tasks.",
+    ),
+    click.option(
+        "--large-value-threshold",
+        type=SizeOrOff(),
+        default="2KB",
+        show_default=True,
+        envvar=env_name("large_value_threshold"),
+        help="Column values larger than this are stored compressed, and (embedded) under their "
+        "own key, written only when they change; 0 or off keeps every value in the row.",
+    ),
+    click.option(
+        "--large-value-compression",
+        type=click.Choice(COMPRESSIONS),
+        default=DEFAULT_COMPRESSION,
+        show_default=True,
+        envvar=env_name("large_value_compression"),
+        help="How those values are compressed: zstd writes about half lz4's bytes to state and "
+        "changelog, lz4 costs a third of zstd's CPU. Either reads state written with the other.",
+    ),
+    click.option(
+        "--workers",
+        type=click.IntRange(min=1),
+        default=None,
+        envvar=env_name("workers"),
+        help="Embedded: worker processes sharing the consumer group, each with its own tasks "
+        "(default: one per CPU); 1 runs the engine in this process.",
+    ),
+    click.option(
+        "--commit-interval",
+        type=Duration(),
+        default="100ms",
+        show_default=True,
+        envvar=env_name("commit_interval"),
+        help="How often a transaction commits.",
+    ),
+    click.option(
+        "--backlog-commit-interval",
+        type=Duration(),
+        default="5s",
+        show_default=True,
+        envvar=env_name("backlog_commit_interval"),
+        help="Embedded: how long a transaction may stay open while 5,000 or more input records "
+        "wait (a backlog); no more than --commit-interval commits at that pace always.",
+    ),
+    click.option(
+        "--progress-interval",
+        type=Duration(),
+        default="10s",
+        show_default=True,
+        envvar=env_name("progress_interval"),
+    ),
+    click.option(
+        "--startup-timeout",
+        type=Duration(),
+        default="5m",
+        show_default=True,
+        envvar=env_name("startup_timeout"),
+        help="Embedded: how long to wait for a broker at start-up and after an outage before "
+        "exiting 75.",
+    ),
+    click.option(
+        "--master",
+        default="local[*]",
+        show_default=True,
+        envvar=env_name("master"),
+        help="Spark master URL (--engine spark).",
+    ),
+    click.option(
+        "--spark-conf",
+        "spark_conf",
+        multiple=True,
+        metavar="KEY=VALUE",
+        envvar=env_name("spark_conf"),
+        help="Spark configuration property (--engine spark); repeat for several.",
+    ),
+    click.option(
+        "--max-offsets-per-trigger",
+        type=click.IntRange(min=1),
+        default=None,
+        envvar=env_name("max_offsets_per_trigger"),
+        help="Cap on input records per micro-batch (--engine spark).",
+    ),
+    click.option(
+        "--metrics-port",
+        type=click.IntRange(0, 65535),
+        default=None,
+        envvar=env_name("metrics_port"),
+        help="Serve Prometheus /metrics, /healthz and /readyz on this port (default: off).",
+    ),
+    click.option(
+        "--metrics-host",
+        default="",
+        envvar=env_name("metrics_host"),
+        help="The address --metrics-port listens on (default: every interface; 127.0.0.1 "
+        "keeps it on this machine).",
+    ),
+    click.option(
+        "--log-level",
+        type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+        default="INFO",
+        show_default=True,
+        envvar=env_name("log_level"),
+    ),
+    click.option(
+        "--log-format",
+        type=click.Choice(LOG_FORMATS),
+        default="text",
+        show_default=True,
+        envvar=env_name("log_format"),
+        help="json: one object per line (level, logger, message, application id, counts).",
+    ),
+]

@@ -1,0 +1,55 @@
+"""`hydrator run`: hydrate the input topics into the output topic(s)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from hydrator.cli import launch
+from hydrator.cli.options import run_options
+from hydrator.config import (
+    ConfigError,
+    RunConfig,
+    SparkOptions,
+    build_config,
+    build_spark_options,
+)
+from hydrator.ops import logs
+
+
+@click.command()
+@run_options
+def run(**options: Any) -> None:
+    """Hydrate the input topics into the output topic(s)."""
+    config = config_from(options)
+    spark = spark_options_from(options) if config.engine == "spark" else None
+    secrets = launch.run_secrets(config, spark)
+    logs.configure(options["log_level"], options["log_format"], config.application_id, secrets)
+    if spark is not None:
+        sys.exit(launch.run_spark(config, spark))
+    sys.exit(launch.run_embedded(config))
+
+
+def config_from(options: dict[str, Any]) -> RunConfig:
+    """`run`'s options -> RunConfig; a bad value is a usage error (exit 2) naming the options."""
+    try:
+        return build_config(options)
+    except ConfigError as exc:
+        raise usage_error(exc) from None
+
+
+def spark_options_from(options: dict[str, Any]) -> SparkOptions:
+    try:
+        return build_spark_options(options)
+    except ConfigError as exc:
+        raise usage_error(exc) from None
+
+
+def usage_error(exc: ConfigError) -> click.UsageError:
+    """As click reports a bad option: `Invalid value for '-X' / '--kafka-property': ...`."""
+    if exc.options:
+        hint = " / ".join(f"'{option}'" for option in exc.options)
+        return click.BadParameter(str(exc), param_hint=hint)
+    return click.UsageError(str(exc))

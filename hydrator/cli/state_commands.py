@@ -1,0 +1,174 @@
+"""`hydrator state inspect|stats`: read an embedded engine's local state."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from hydrator.cli.config_file import config_defaults
+from hydrator.cli.params import ENGINES, FORMATS, ApplicationId, env_name
+from hydrator.cli.run_command import run
+from hydrator.config import DEFAULT_APPLICATION_ID
+
+if TYPE_CHECKING:
+    from hydrator.ops.state_tools import TaskStore
+
+# What the state tools take from a `--config` file written for `run`; its other keys are ignored.
+_STATE_KEYS = ("engine", "state_dir", "application_id", "format_")
+
+
+def _load_state_config(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    """A file written for `run` (checked as `run` checks it): the state tools take their own
+    options from it."""
+    if not value:
+        return
+    defaults = config_defaults(ctx, param, value, run.params)
+    own = {p.name for p in ctx.command.params}
+    picked = {name: v for name, v in defaults.items() if name in _STATE_KEYS and name in own}
+    ctx.default_map = {**(ctx.default_map or {}), **picked}
+
+
+def _state_options(command: Callable[..., None]) -> Callable[..., None]:
+    """The options every state tool takes: where the state is, and of which engine."""
+    for option in reversed(
+        [
+            click.option(
+                "--config",
+                type=click.Path(dir_okay=False),
+                envvar=env_name("config"),
+                callback=_load_state_config,
+                is_eager=True,
+                expose_value=False,
+                help="The run's TOML file: its state-dir, application-id, engine and format "
+                "are used.",
+            ),
+            click.option(
+                "--engine",
+                type=click.Choice(ENGINES),
+                default="embedded",
+                show_default=True,
+                envvar=env_name("engine"),
+            ),
+            click.option(
+                "--state-dir",
+                type=click.Path(file_okay=False, path_type=Path),
+                default=Path("hydrator-state"),
+                show_default=True,
+                envvar=env_name("state_dir"),
+            ),
+            click.option(
+                "--application-id",
+                type=ApplicationId(),
+                default=DEFAULT_APPLICATION_ID,
+                show_default=True,
+                envvar=env_name("application_id"),
+            ),
+        ]
+    ):
+        command = option(command)
+    return command
+
+
+@click.group("state")
+def state_group() -> None:
+    """Read an embedded engine's local state (read-only, also beside a running instance)."""
+
+
+def _state_stores(engine: str, state_dir: Path, application_id: str) -> list[TaskStore]:
+    from hydrator.ops.state_tools import holder_pid, task_stores
+
+    if engine == "spark":
+        raise click.UsageError(
+            "the state tools read the embedded engine's stores; the Spark engine keeps its state "
+            f"in Spark's state store, inside the checkpoint "
+            f"({state_dir / application_id / 'checkpoint'}), which they do not read"
+        )
+    stores = task_stores(state_dir, application_id)
+    pid = holder_pid(state_dir, application_id)
+    if pid is not None:
+        click.echo(
+            f"note: process {pid} runs this application: shown is what it had written when "
+            "the stores were opened",
+            err=True,
+        )
+    return stores
+
+
+def _state_tool(work: Callable[[], int]) -> None:
+    from hydrator.ops.state_tools import StateToolError, StoreUnreadable
+
+    try:
+        code = work()
+    except StateToolError as exc:
+        raise click.UsageError(str(exc)) from None
+    except StoreUnreadable as exc:
+        click.echo(f"Error: {exc}", err=True)
+        code = 1
+    sys.exit(code)
+
+
+@state_group.command("inspect")
+@_state_options
+@click.option(
+    "--input-topic", help="The key's input topic (default: every input topic the stores hold)."
+)
+@click.option("--key", "key_json", required=True, help="The primary key as JSON: '{\"id\": 1}'.")
+@click.option(
+    "--format",
+    "format_",
+    type=click.Choice(FORMATS),
+    default="auto",
+    show_default=True,
+    envvar=env_name("format"),
+    help="The run's --format: its codec names the key the state is stored under.",
+)
+def state_inspect(
+    engine: str,
+    state_dir: Path,
+    application_id: str,
+    input_topic: str | None,
+    key_json: str,
+    format_: str,
+) -> None:
+    """Print a key's stored state: image, position, deleted, parked records, waiting handoffs,
+    updated_at (on the task's processing clock). One JSON object per input topic holding the
+    key; exit 1 when none does."""
+    from hydrator.ops.state_tools import inspect_key, parse_key
+
+    def work() -> int:
+        key = parse_key(key_json, format_, input_topic)
+        stores = _state_stores(engine, state_dir, application_id)
+        found = inspect_key(stores, key, input_topic)
+        for key_state in found:
+            click.echo(json.dumps(key_state.to_dict(), indent=2, ensure_ascii=False, default=str))
+        if not found:
+            where = f"input topic {input_topic}" if input_topic else "any input topic"
+            click.echo(f"no state for key {key} under {where} in {len(stores)} stores", err=True)
+        return 0 if found else 1
+
+    _state_tool(work)
+
+
+@state_group.command("stats")
+@_state_options
+@click.option("--json", "as_json", is_flag=True, help="One JSON document instead of a table.")
+def state_stats(engine: str, state_dir: Path, application_id: str, as_json: bool) -> None:
+    """Keys, bytes, tombstones, parked keys and records, waiting handoffs, per task store and in
+    total."""
+    from hydrator.ops.state_tools import all_stats, stats_table
+
+    def work() -> int:
+        per_store, totals = all_stats(_state_stores(engine, state_dir, application_id))
+        if as_json:
+            document = {"stores": [s.to_dict() for s in per_store], "totals": totals.to_dict()}
+            click.echo(json.dumps(document, indent=2))
+        else:
+            click.echo(stats_table(per_store, totals))
+        return 0
+
+    _state_tool(work)
