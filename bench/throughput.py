@@ -155,6 +155,12 @@ def _preload(kafka: Broker, topic: str, workload: Workload, options: Options) ->
     return time.monotonic() - began
 
 
+# A runner's bar shows what it did and how fast, no time left: before its outputs flow (Quix
+# and Spark take seconds to start, then write a first few) the rate says nothing of the rest,
+# and tqdm's estimate from it reads as hours.
+NO_ETA_BAR = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}, {rate_fmt}]"
+
+
 def run_one(
     kafka: Broker,
     topic: str,
@@ -184,7 +190,7 @@ def run_one(
     started = time.time()
     with (
         open(log_path, "wb") as log,
-        tqdm(total=events, desc=runner.key, unit="ev", leave=False) as bar,
+        tqdm(total=events, desc=runner.key, unit="ev", leave=False, bar_format=NO_ETA_BAR) as bar,
     ):
         process = subprocess.Popen(
             runner.command(plan), stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=runner_env()

@@ -124,8 +124,29 @@ class KeyState:
     waiting_since_ms: int | None = None
     unreadable: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self, value_chars: int | None = None) -> dict[str, Any]:
+        """As `state inspect` prints it: with `value_chars`, every longer string in the image
+        cut to that many characters, then a marker with its length (`--full-values`: None)."""
+        shown = asdict(self)
+        if value_chars is not None:
+            shown["image"] = shortened(shown["image"], value_chars)
+        return shown
+
+
+# `state inspect`'s default: a TOASTed column holds kilobytes, which would bury the rest.
+VALUE_CHARS = 200
+
+
+def shortened(value: Any, chars: int) -> Any:
+    """`value` with every string longer than `chars` cut, marked with its whole length:
+    `"abc…" + " [… 8000 characters]"`; lists and objects inside are walked."""
+    if isinstance(value, str) and len(value) > chars:
+        return f"{value[:chars]}… [{len(value)} characters; --full-values shows all]"
+    if isinstance(value, dict):
+        return {name: shortened(item, chars) for name, item in value.items()}
+    if isinstance(value, list):
+        return [shortened(item, chars) for item in value]
+    return value
 
 
 def parse_key(text: str, format_name: str = "auto", input_topic: str | None = None) -> str:

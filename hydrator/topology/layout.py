@@ -21,14 +21,48 @@ from state.handoff import Handoff
 _DEFAULT_LIMITS = TopicLimits.for_max_record_bytes(HydrationSettings().max_record_bytes)
 
 
+# The topics an application id owns beside its outputs, by what they hold: `<app-id>-<suffix>`.
+INTERNAL_TOPICS = {
+    "state": "state changelog",
+    "handoff": "key-change handoffs",
+    "dlq": "dead letters",
+}
+
+
 class TopologyError(ValueError):
     """The topics cannot be laid out as the engine needs (a configuration problem)."""
 
 
+def internal_topic(application_id: str, suffix: str) -> str:
+    """The name of one of the application id's internal topics (a key of INTERNAL_TOPICS)."""
+    return f"{application_id}-{suffix}"
+
+
+def internal_topic_clash(application_id: str, outputs: Mapping[str, str]) -> str | None:
+    """Why an output topic (of `outputs`, input -> output) cannot be what it is; None when none
+    is an internal topic. An output topic may not be one: Kafka would be asked to create it
+    twice (Tansu answers with a protocol parse failure), and the engine would read its own
+    outputs as handoffs."""
+    internal = {
+        internal_topic(application_id, suffix): what for suffix, what in INTERNAL_TOPICS.items()
+    }
+    for output in dict.fromkeys(outputs.values()):
+        if output in internal:
+            return (
+                f"{output} is the {internal[output]} topic of --application-id "
+                f"{application_id}; the output needs a topic of its own"
+            )
+    return None
+
+
 def output_topics(
-    inputs: Sequence[str], output_topic: str | None, output_suffix: str | None
+    inputs: Sequence[str],
+    output_topic: str | None,
+    output_suffix: str | None,
+    application_id: str | None = None,
 ) -> dict[str, str]:
-    """Input topic -> output topic, from --output-topic (one for all) or --output-suffix."""
+    """Input topic -> output topic, from --output-topic (one for all) or --output-suffix; none
+    may be an input or (given `application_id`) one of its internal topics."""
     if output_topic is not None:
         outputs = dict.fromkeys(inputs, output_topic)
     elif output_suffix:
@@ -38,6 +72,10 @@ def output_topics(
     looping = sorted(set(outputs.values()) & set(inputs))
     if looping:
         raise TopologyError(f"--output-topic/--output-suffix: {looping[0]} is also an input topic")
+    clash = internal_topic_clash(application_id, outputs) if application_id else None
+    if clash is not None:
+        option = "--output-topic" if output_topic is not None else "--output-suffix"
+        raise TopologyError(f"{option}: {clash}")
     return outputs
 
 
@@ -55,15 +93,15 @@ class Topology:
 
     @property
     def handoff_topic(self) -> str:
-        return f"{self.application_id}-handoff"
+        return internal_topic(self.application_id, "handoff")
 
     @property
     def changelog_topic(self) -> str:
-        return f"{self.application_id}-state"
+        return internal_topic(self.application_id, "state")
 
     @property
     def dlq_topic(self) -> str:
-        return f"{self.application_id}-dlq"
+        return internal_topic(self.application_id, "dlq")
 
     @property
     def subscription(self) -> list[str]:

@@ -62,6 +62,7 @@ from hydrator.kafka import broker_quirks
 from hydrator.kafka.client_config import ClientConfigError, ClientSettings, client_error
 from hydrator.kafka.offsets import OffsetProbe
 from hydrator.kafka.reachability import backoff_s, client_logger, wait_for_broker
+from hydrator.metrics.dead_letter_ratio import check_dead_letters
 from hydrator.topology.emit import TopicWriter
 from hydrator.topology.layout import Topology
 
@@ -185,6 +186,11 @@ class EmbeddedEngine:
                 self._run_recovering(clients, topology, state_dir)
         finally:
             state_dir.unlock()
+        if config.available_now and self.worker is None and not self._stop.is_set():
+            # (with --workers the supervisor checks the run's totals)
+            check_dead_letters(
+                self.counts["records"], self.counts["dead_letters"], config.max_dlq_ratio
+            )
 
     def _should_stop(self) -> bool:
         """Whether a stop was requested; every loop the engine waits in asks, so an answer
@@ -479,6 +485,7 @@ class _stop_on_signals:
     def __init__(self, stop: threading.Event, signals: StopSignals = STANDALONE) -> None:
         self._stop = stop
         self._signals = signals
+        self.worker_of_a_run = signals is WORKER
         self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> None:
@@ -496,7 +503,11 @@ class _stop_on_signals:
             raise KeyboardInterrupt
         if self._stop.is_set():
             return  # the same request again (a worker may hear it from systemd and its supervisor)
-        log.info("%s received: stopping after the current batch", name)
+        if self.worker_of_a_run:
+            # The supervisor passes every stop on as SIGTERM, and says what it received.
+            log.info("%s received (the run is stopping): stopping after the current batch", name)
+        else:
+            log.info("%s received: stopping after the current batch", name)
         self._stop.set()
 
     def __exit__(self, *exc: object) -> None:

@@ -27,7 +27,7 @@ def prepare_topology(
     output_suffix: str | None,
     max_record_bytes: int | None = None,
 ) -> Topology:
-    outputs = output_topics(inputs, output_topic, output_suffix)
+    outputs = output_topics(inputs, output_topic, output_suffix, application_id)
     partitions = _input_partitions(admin, inputs)
     topology = Topology(application_id, outputs, partitions)
     if max_record_bytes is not None:
