@@ -83,9 +83,10 @@ def test_a_replayed_dead_letter_leaves_with_one_source(
     fixed = table.insert(7)
     broken = (fixed[0], b"this is not json", [("trace", b"kept")])
     produce(bootstrap, source, [broken, broken])
-    args = run_args(
-        bootstrap, unique_name, [source], tmp_path / "state", "--available-now", output_topic=output
-    )
+    # every record of the first run is a dead letter, on purpose: no ratio check
+    extra = ("--available-now", "--max-dlq-ratio", "0")
+    state = tmp_path / "state"
+    args = run_args(bootstrap, unique_name, [source], state, *extra, output_topic=output)
     done = run_to_completion(args)
     assert done.returncode == 0, done.stderr
     first, second = read_topic(bootstrap, f"{unique_name}-dlq")
