@@ -25,9 +25,9 @@ from urllib.request import url2pathname
 
 from hydrator.core.settings import HydrationSettings, OnStale, OnUnresolved
 from hydrator.formats.options import FormatOptions
-from hydrator.internal_topics import internal_topic_clash
 from hydrator.kafka.client_config import ClientConfigError, parse_properties
 from hydrator.postgres.settings import DEFAULT_STATEMENT_TIMEOUT_MS, ReselectSettings
+from hydrator.topology.layout import internal_topic_clash
 from state.large import DEFAULT_COMPRESSION
 
 DEFAULT_APPLICATION_ID = "toast-hydrator"
@@ -61,6 +61,10 @@ class ConfigError(ValueError):
     def __init__(self, message: str, *options: str) -> None:
         super().__init__(message)
         self.options = options
+
+
+class StateDirUnusable(RuntimeError):
+    """The state directory cannot be created or written (a configuration problem)."""
 
 
 def check_application_id(value: str) -> str:
@@ -107,7 +111,7 @@ class RunConfig:
     format_options: FormatOptions = field(default_factory=FormatOptions)
     available_now: bool = False
     # --available-now: a run that dead-letters more than this share of what it read fails
-    # (hydrator/ops/dead_letter_ratio.py); 0 turns the check off.
+    # (hydrator/metrics/dead_letter_ratio.py); 0 turns the check off.
     max_dlq_ratio: float = 0.5
     kafka_properties: Mapping[str, str] = field(default_factory=dict)
     hydration: HydrationSettings = field(default_factory=HydrationSettings)

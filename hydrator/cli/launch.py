@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 import click
 
-from hydrator.config import ConfigError, RunConfig, SparkOptions
+from hydrator.config import ConfigError, RunConfig, SparkOptions, StateDirUnusable
 from hydrator.core.settings import UnresolvedColumnsError
 from hydrator.kafka.client_config import ClientConfigError
 from hydrator.ops import logs
@@ -40,7 +40,7 @@ def run_embedded(config: RunConfig) -> int:
     one supervises."""
     if config.workers == 1:
         return _run_engine(config)
-    from hydrator.engines.embedded.state_dir import StateDirLocked, StateDirUnusable
+    from hydrator.engines.embedded.state_dir import StateDirLocked
     from hydrator.engines.embedded.workers import Supervisor
 
     return _guarded(
@@ -160,9 +160,8 @@ def _guarded(
 
 def run_spark(config: RunConfig, spark: SparkOptions) -> int:
     # Imported here: the embedded engine and the demo must not pay for (or need) pyspark.
-    from hydrator.engines.embedded.state_dir import StateDirUnusable
-    from hydrator.engines.embedded.topics import TopologyError
     from hydrator.engines.spark.engine import SparkEngine
+    from hydrator.topology.layout import TopologyError
 
     engine = SparkEngine(
         config,

@@ -22,7 +22,7 @@ from hydrator.cli.params import (
 from hydrator.config import DEFAULT_APPLICATION_ID
 from hydrator.core.settings import OnStale, OnUnresolved
 from hydrator.formats.options import DEFAULT_PLACEHOLDER
-from hydrator.ops.dead_letter_ratio import DEFAULT_MAX_DLQ_RATIO
+from hydrator.metrics.dead_letter_ratio import DEFAULT_MAX_DLQ_RATIO
 from hydrator.ops.logs import LOG_FORMATS
 from state.large import COMPRESSIONS, DEFAULT_COMPRESSION
 

@@ -18,6 +18,8 @@ import time
 import uuid
 from pathlib import Path
 
+from hydrator.config import StateDirUnusable
+
 # How long a worker waits for its lock: a worker of a supervisor that was just killed may still
 # be on its way out.
 WORKER_LOCK_WAIT_S = 30.0
@@ -26,10 +28,6 @@ _LOCK_RETRY_S = 0.2
 
 class StateDirLocked(RuntimeError):
     """Another running instance holds this state directory."""
-
-
-class StateDirUnusable(RuntimeError):
-    """The state directory cannot be created or written (a configuration problem)."""
 
 
 def check_writable(path: Path) -> None:

@@ -60,7 +60,7 @@ from hydrator.config import RunConfig
 from hydrator.engines.embedded.progress import Report, RunProgress
 from hydrator.engines.embedded.state_dir import StateDirectory
 from hydrator.kafka.reachability import backoff_s
-from hydrator.ops.dead_letter_ratio import EXIT_TOO_MANY_DEAD_LETTERS, too_many_dead_letters
+from hydrator.metrics.dead_letter_ratio import EXIT_TOO_MANY_DEAD_LETTERS, too_many_dead_letters
 
 log = logging.getLogger(__name__)
 
