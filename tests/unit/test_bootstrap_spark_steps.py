@@ -50,7 +50,7 @@ def run(rows: list[tuple[Any, ...]], states: dict[str, FakeState]) -> list[dict[
 
 def bootstrap_row(doc: str) -> tuple[Any, ...]:
     record = images.snapshot_row({"id": 7, "n": 1, "doc": doc}, SourceSnapshot.parse("5:6:"), 0)
-    return (TOPICS.bootstrap, 0, 3, GROUP.encode(), encode_state(record), None, 0)
+    return (TOPOLOGY.bootstrap_topic, 0, 3, GROUP.encode(), encode_state(record), None, 0)
 
 
 def test_a_bootstrap_record_fills_the_first_event_of_its_batch() -> None:
