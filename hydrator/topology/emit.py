@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
+from hydrator.core.changes import HEADER_CHANGED
 from hydrator.core.hydrator import HEADER_STALE
 from hydrator.core.records import (
     HEADER_ERROR,
@@ -33,6 +34,7 @@ from hydrator.core.records import (
     OutputRecord,
     Transition,
 )
+from hydrator.core.reselect import HEADER_RESELECTED, HEADER_RESELECTED_CURRENT
 from hydrator.events import Headers
 from hydrator.topology.layout import Topology
 from state.handoff import Handoff
@@ -41,7 +43,16 @@ from state.record import state_key
 HEADER_SOURCE_ORIGINAL = "hydrator.source.original"
 # The headers the engine writes itself: one of each on a record that leaves.
 ENGINE_HEADERS = frozenset(
-    {HEADER_FILLED, HEADER_UNRESOLVED, HEADER_STALE, HEADER_ERROR, HEADER_SOURCE}
+    {
+        HEADER_FILLED,
+        HEADER_UNRESOLVED,
+        HEADER_STALE,
+        HEADER_ERROR,
+        HEADER_SOURCE,
+        HEADER_CHANGED,
+        HEADER_RESELECTED,
+        HEADER_RESELECTED_CURRENT,
+    }
 )
 
 
