@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
 from hydrator.core.settings import HydrationSettings, OnStale, OnUnresolved
+from hydrator.errors import ConfigurationError
 from hydrator.formats.options import FormatOptions
 from hydrator.kafka.client_config import ClientConfigError, parse_properties
 from state.large import DEFAULT_COMPRESSION
@@ -52,7 +53,7 @@ _APPLICATION_ID = re.compile(r"[A-Za-z0-9._-]+")
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:/")
 
 
-class ConfigError(ValueError):
+class ConfigError(ConfigurationError, ValueError):
     """A bad configuration value; the message names the option, or `options` do (the CLI shows
     them as click shows a bad option: `Invalid value for '--state-dir': ...`)."""
 

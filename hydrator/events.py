@@ -15,16 +15,18 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
+from hydrator.errors import RecordError
+
 Headers = tuple[tuple[str, bytes | None], ...]
 Position = tuple[int, ...]
 Image = Mapping[str, Any]
 
 
-class BadInput(ValueError):
+class BadInput(RecordError, ValueError):
     """The record cannot be understood; its message is the dead-letter reason."""
 
 
-class InvalidKey(ValueError):
+class InvalidKey(RecordError, ValueError):
     """The key bytes are not a decodable key."""
 
 

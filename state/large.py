@@ -29,6 +29,7 @@ import lz4.block
 import zstandard
 
 from hydrator import exact
+from hydrator.errors import StorageError
 
 DIGEST_BYTES = 16
 DEFAULT_THRESHOLD = 2048
@@ -51,7 +52,7 @@ _LZ4_MAX_RATIO = 256
 STORE_PREFIX = b"\x00\x01"
 
 
-class LargeValueError(ValueError):
+class LargeValueError(StorageError, ValueError):
     """A large value that cannot be read: missing from the store, or its bytes are damaged."""
 
 

@@ -14,6 +14,7 @@ from hydrator.cli.config_file import config_defaults
 from hydrator.cli.params import ENGINES, FORMATS, ApplicationId, env_name
 from hydrator.cli.run_command import run
 from hydrator.config import DEFAULT_APPLICATION_ID
+from hydrator.errors import exit_code_for
 
 if TYPE_CHECKING:
     from hydrator.ops.state_tools import TaskStore
@@ -108,7 +109,7 @@ def _state_tool(work: Callable[[], int]) -> None:
         raise click.UsageError(str(exc)) from None
     except StoreUnreadable as exc:
         click.echo(f"Error: {exc}", err=True)
-        code = 1
+        code = exit_code_for(exc)
     sys.exit(code)
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from rocksdict import Options, Rdict, WriteBatch
 
+from hydrator.errors import StorageError
 from state.codec import decode_state, encode_state
 from state.record import StateRecord
 
@@ -22,7 +23,7 @@ META_PREFIX = b"\x00"
 CHANGELOG_OFFSET_KEY = META_PREFIX + b"changelog-offset"
 
 
-class StoreCorrupted(RuntimeError):
+class StoreCorrupted(StorageError, RuntimeError):
     """RocksDB found the store's files damaged (a bad checksum, a truncated or garbled file)."""
 
 

@@ -26,13 +26,14 @@ from hydrator.engines.embedded.restore import Restorer
 from hydrator.engines.embedded.state_dir import StateDirectory
 from hydrator.engines.embedded.task import DEFAULT_CACHE_BYTES, Sink, Task
 from hydrator.engines.embedded.topology import Topology
+from hydrator.errors import HydratorError
 from hydrator.kafka.offsets import OffsetProbe
 from state.large import DEFAULT_COMPRESSION, DEFAULT_THRESHOLD
 
 log = logging.getLogger(__name__)
 
 
-class CoPartitioningError(RuntimeError):
+class CoPartitioningError(HydratorError, RuntimeError):
     """The group handed out partition p of some subscribed topics but not of the others."""
 
 

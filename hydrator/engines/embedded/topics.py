@@ -9,13 +9,14 @@ from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient
 
 from hydrator.engines.embedded.topology import Topology
+from hydrator.errors import ConfigurationError
 from hydrator.kafka.admin import ensure_topics, max_message_bytes, partition_counts
 from hydrator.kafka.record_limits import RecordLimits, TopicLimits
 
 log = logging.getLogger(__name__)
 
 
-class TopologyError(ValueError):
+class TopologyError(ConfigurationError, ValueError):
     """The topics cannot be laid out as the engine needs (a configuration problem)."""
 
 

@@ -14,6 +14,7 @@ from hydrator.core.records import OutputRecord
 from hydrator.engines.embedded import changelog
 from hydrator.engines.embedded.topology import Topology
 from hydrator.engines.embedded.watchdog import blocking
+from hydrator.errors import TemporaryFailure
 from state.handoff import Handoff
 
 log = logging.getLogger(__name__)
@@ -21,7 +22,7 @@ log = logging.getLogger(__name__)
 TIMEOUT_S = 60.0
 
 
-class TransactionFailed(RuntimeError):
+class TransactionFailed(TemporaryFailure, RuntimeError):
     """The batch could not be committed; it has been aborted (or the producer is fenced)."""
 
 
