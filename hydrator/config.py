@@ -2,7 +2,8 @@
 
 Values come from (highest first) the command line, `HYDRATOR_<NAME>` environment variables, a
 TOML config file, then the defaults here. The file uses the long option names, with dashes or
-underscores, at top level or under a `[run]` table:
+underscores, at top level or under a `[run]` table (or both: one set, a key in both is an error);
+a single string stands for a list of one:
 
     bootstrap-servers = "kafka:9092"
     input-topic = ["db.public.orders"]
@@ -193,21 +194,25 @@ def format_size_bytes(size: int) -> str:
 
 
 def load_config_file(path: Path, section: str = "run") -> dict[str, Any]:
-    """Option values from a TOML file, keyed by click parameter name (underscores)."""
+    """Option values from a TOML file, keyed by click parameter name (underscores). Keys at top
+    level and under `[run]` are one set: a key given in both places is an error."""
     try:
         data = tomllib.loads(Path(path).read_text())
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
-    table = data.get(section, data)
+    table = data.pop(section, {})
     if not isinstance(table, dict):
         raise ConfigError(f"config file {path}: [{section}] is not a table")
-    return {
-        name.replace("-", "_"): value
-        for name, value in table.items()
-        if not (name == section and isinstance(value, dict))
-    }
+    outside = {name.replace("-", "_"): value for name, value in data.items()}
+    inside = {name.replace("-", "_"): value for name, value in table.items()}
+    if twice := sorted(outside.keys() & inside.keys()):
+        names = ", ".join(name.replace("_", "-") for name in twice)
+        raise ConfigError(
+            f"config file {path}: {names} set both at top level and under [{section}]; keep one"
+        )
+    return {**outside, **inside}
 
 
 def split_values(values: Iterable[str] | str | None) -> tuple[str, ...]:
