@@ -121,8 +121,10 @@ class RunConfig:
     large_value_threshold: int | None = 2048
     # ... compressed so (lz4 costs less CPU, zstd writes fewer bytes).
     large_value_compression: str = DEFAULT_COMPRESSION
-    # Where /metrics, /healthz and /readyz are served (all interfaces); None: not served.
+    # Where /metrics, /healthz and /readyz are served; None: not served. The host "" is every
+    # interface (the default); 127.0.0.1 keeps them on this machine.
     metrics_port: int | None = None
+    metrics_host: str = ""
     # Embedded: worker processes (1: the engine runs in the calling process).
     workers: int = 1
     # How the run logs (a worker process sets its logging up from these).
@@ -285,6 +287,7 @@ def build_config(options: Mapping[str, Any]) -> RunConfig:
         progress_interval_s=options["progress_interval"] / 1000,
         startup_timeout_ms=options["startup_timeout"],
         metrics_port=options["metrics_port"],
+        metrics_host=options.get("metrics_host") or "",
     )
 
 

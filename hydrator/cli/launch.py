@@ -60,7 +60,7 @@ def _run_engine(config: RunConfig, worker: Worker | None = None) -> int:
     if worker is not None and config.metrics_port is not None:
         run = _serving_worker_metrics(worker, engine.metrics.run, engine.metrics, engine.run)
     else:
-        run = _serving_metrics(config.metrics_port, engine.metrics.run, engine.metrics, engine.run)
+        run = _serving_metrics(config, engine.metrics.run, engine.metrics, engine.run)
     code = _guarded(run, run_secrets(config))
     if engine.in_group:
         _exit_in_group(code)
@@ -78,15 +78,15 @@ def _exit_in_group(code: int) -> NoReturn:
 
 
 def _serving_metrics(
-    port: int | None, metrics: RunMetrics, health: Health, run: Callable[[], None]
+    config: RunConfig, metrics: RunMetrics, health: Health, run: Callable[[], None]
 ) -> Callable[[], None]:
-    """`run`, with /metrics, /healthz and /readyz served meanwhile on `port` (--metrics-port;
-    None: not served), from before the engine waits for a broker, so /healthz answers during
-    start-up."""
+    """`run`, with /metrics, /healthz and /readyz served meanwhile on --metrics-host and
+    --metrics-port (no port: not served), from before the engine waits for a broker, so /healthz
+    answers during start-up."""
     from hydrator.metrics.exporter import serving
 
     def serve_and_run() -> None:
-        with serving(port, metrics, health):
+        with serving(config.metrics_port, metrics, health, config.metrics_host):
             run()
 
     return serve_and_run
@@ -141,5 +141,5 @@ def run_spark(config: RunConfig, spark: SparkOptions) -> int:
         spark_conf=spark.conf,
         max_offsets_per_trigger=spark.max_offsets_per_trigger,
     )
-    run = _serving_metrics(config.metrics_port, engine.metrics.run, engine.metrics, engine.run)
+    run = _serving_metrics(config, engine.metrics.run, engine.metrics, engine.run)
     return _guarded(run, run_secrets(config, spark))

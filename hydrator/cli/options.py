@@ -296,6 +296,13 @@ _RUN_OPTIONS: list[Callable[[Callable[..., None]], Callable[..., None]]] = [
         help="Serve Prometheus /metrics, /healthz and /readyz on this port (default: off).",
     ),
     option(
+        "--metrics-host",
+        default="",
+        envvar=env_name("metrics_host"),
+        help="The address --metrics-port listens on (default: every interface; 127.0.0.1 "
+        "keeps it on this machine).",
+    ),
+    option(
         "--log-level",
         type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
         default="INFO",

@@ -11,6 +11,7 @@ from collections.abc import Callable
 import click
 
 from hydrator.formats import FORMAT_NAMES, codec_for
+from hydrator.live.access import access
 from hydrator.live.feed import run_feed
 from hydrator.live.rows import RowChange
 from hydrator.live.server import serve_live
@@ -63,6 +64,22 @@ log = logging.getLogger("hydrator.live")
     help="Longer values are shown abbreviated, with their length.",
 )
 @click.option(
+    "--allow-origin",
+    "allowed_origins",
+    multiple=True,
+    envvar="HYDRATOR_LIVE_ALLOW_ORIGIN",
+    show_envvar=True,
+    help="A web origin (scheme://host[:port]) whose pages may open the view's websocket; "
+    "repeat for several. Default: only the view's own, addressed by a loopback name or an IP.",
+)
+@click.option(
+    "--token",
+    envvar="HYDRATOR_LIVE_TOKEN",
+    show_envvar=True,
+    help="Ask every client for ?token=<this> (open the page as /?token=...). "
+    "Give it through the environment, not the command line.",
+)
+@click.option(
     "--from-beginning/--from-end",
     default=True,
     show_default=True,
@@ -76,6 +93,8 @@ def main(
     format_name: str,
     max_rows: int,
     preview_chars: int,
+    allowed_origins: tuple[str, ...],
+    token: str | None,
     from_beginning: bool,
 ) -> None:
     """Serve a page that shows the enriched topics' rows as they change."""
@@ -107,7 +126,7 @@ def main(
         thread.start()
         return thread
 
-    asyncio.run(serve_live(host, port, max_rows, start_feed, stop))
+    asyncio.run(serve_live(host, port, max_rows, start_feed, stop, access(allowed_origins, token)))
     if failure:
         sys.exit(1)
 

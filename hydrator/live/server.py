@@ -14,10 +14,12 @@ import threading
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from websockets.asyncio.server import ServerConnection, broadcast, serve
 from websockets.http11 import Request, Response
 
+from hydrator.live.access import Access
 from hydrator.live.rows import LatestRows, RowChange
 
 log = logging.getLogger(__name__)
@@ -26,7 +28,8 @@ PAGE = Path(__file__).with_name("page.html")
 
 
 class LiveView:
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, access: Access | None = None) -> None:
+        self.access = access or Access()
         self.latest = LatestRows(capacity)
         self.pages: set[ServerConnection] = set()
         self.page_html = PAGE.read_text()
@@ -46,14 +49,24 @@ class LiveView:
 
     def route(self, connection: ServerConnection, request: Request) -> Response | None:
         """Plain HTTP for everything but the websocket path (None: go on with the handshake)."""
-        path = request.path.split("?", 1)[0]
-        if path == "/ws":
-            return None
-        if path == "/":
-            return _response(connection, HTTPStatus.OK, self.page_html, "text/html")
+        url = urlsplit(request.path)
+        path = url.path
         if path == "/healthz":
             return _response(connection, HTTPStatus.OK, "ok\n", "text/plain")
-        return _response(connection, HTTPStatus.NOT_FOUND, "not found\n", "text/plain")
+        if path not in ("/", "/ws"):
+            return _response(connection, HTTPStatus.NOT_FOUND, "not found\n", "text/plain")
+        token = parse_qs(url.query).get("token", [None])[0]
+        if not self.access.token_ok(token):
+            log.warning("refused %s: no valid token", path)
+            return _response(connection, HTTPStatus.UNAUTHORIZED, "token needed\n", "text/plain")
+        if path == "/ws":
+            origin = request.headers.get("Origin")
+            if not self.access.origin_ok(origin, request.headers.get("Host")):
+                log.warning("refused a websocket from origin %s (see --allow-origin)", origin)
+                refused = "origin refused\n"
+                return _response(connection, HTTPStatus.FORBIDDEN, refused, "text/plain")
+            return None
+        return _response(connection, HTTPStatus.OK, self.page_html, "text/html")
 
 
 def _response(
@@ -67,12 +80,17 @@ def _response(
 
 
 async def serve_live(
-    host: str, port: int, capacity: int, start_feed: Any, stop: threading.Event
+    host: str,
+    port: int,
+    capacity: int,
+    start_feed: Any,
+    stop: threading.Event,
+    access: Access | None = None,
 ) -> None:
     """Serve until SIGTERM/SIGINT (or the feed thread ends); `start_feed(deliver)` starts the
     feed thread with a thread-safe `deliver`."""
     loop = asyncio.get_running_loop()
-    view = LiveView(capacity)
+    view = LiveView(capacity, access)
     done = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, done.set)

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 from collections.abc import Callable, Iterable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -21,6 +20,7 @@ from prometheus_client.registry import Collector
 
 from hydrator.config import ConfigError
 from hydrator.core.counters import COUNTERS
+from hydrator.metrics.bounded_http import BoundedHTTPServer
 from hydrator.metrics.run import Health, RunMetrics, Verdict
 
 log = logging.getLogger(__name__)
@@ -104,44 +104,52 @@ def registry_for(metrics: RunMetrics) -> CollectorRegistry:
 
 
 class MetricsServer:
-    """/metrics, /healthz (alive) and /readyz (ready) on `port`, all interfaces (`loopback`:
-    127.0.0.1 only, not announced: a worker's, for its supervisor), in daemon threads; 503 with
-    the reason when a health check fails."""
+    """/metrics, /healthz (alive) and /readyz (ready) on `host`:`port` (`host` "" is every
+    interface; `loopback`: 127.0.0.1 only and not announced, a worker's, for its supervisor);
+    503 with the reason when a health check fails. The server holds a bounded number of
+    connections and threads, so idle or slow clients cannot exhaust the process
+    (metrics/bounded_http.py)."""
 
     def __init__(
-        self, port: int, registry: CollectorRegistry, health: Health, loopback: bool = False
+        self,
+        port: int,
+        registry: CollectorRegistry,
+        health: Health,
+        loopback: bool = False,
+        host: str = "",
     ) -> None:
         handler = _handler(registry, health)
         self._loopback = loopback
+        address = "127.0.0.1" if loopback else host
         try:
-            self._server = ThreadingHTTPServer(("127.0.0.1" if loopback else "", port), handler)
+            self._server = BoundedHTTPServer((address, port), handler, name="metrics-http")
         except OSError as exc:
+            where = f"--metrics-host {host} " if host else ""
             raise ConfigError(
-                f"--metrics-port {port}: cannot listen there ({exc.strerror or exc})"
+                f"{where}--metrics-port {port}: cannot listen there ({exc.strerror or exc})"
             ) from None
-        self._server.daemon_threads = True
-        self.port = self._server.server_address[1]
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="metrics-http", daemon=True
-        )
+        self.port = self._server.port
+        self._host = address
 
     def start(self) -> None:
-        self._thread.start()
+        self._server.start()
         if not self._loopback:
-            log.info("serving /metrics, /healthz and /readyz on port %d", self.port)
+            where = f" of {self._host}" if self._host else ""
+            log.info("serving /metrics, /healthz and /readyz on port %d%s", self.port, where)
 
     def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._server.close()
 
 
 @contextlib.contextmanager
-def serving(port: int | None, metrics: RunMetrics, health: Health) -> Iterator[None]:
+def serving(
+    port: int | None, metrics: RunMetrics, health: Health, host: str = ""
+) -> Iterator[None]:
     """Serve while the block runs; nothing when `port` is None."""
     if port is None:
         yield
         return
-    server = MetricsServer(port, registry_for(metrics), health)
+    server = MetricsServer(port, registry_for(metrics), health, host=host)
     server.start()
     try:
         yield

@@ -30,7 +30,7 @@ class Broker:
 
     @property
     def hides_dead_producer_records(self) -> bool:
-        """Tansu leaves a dead transactional producer's records visible (docs/testing.md)."""
+        """Tansu leaves a dead transactional producer's records visible (docs/guarantees.md)."""
         return self.kind != "tansu"
 
 

@@ -6,7 +6,7 @@ land in an open transaction; some land during start-up or restore, and now and t
 stores are wiped so the restart rebuilds them from the changelog alone.
 
 Duplicates: on Apache Kafka a dead producer's transaction is aborted and hidden, so there are
-none. On Tansu its records stay visible (docs/testing.md), so a kill can leave outputs of the
+none. On Tansu its records stay visible (docs/guarantees.md), so a kill can leave outputs of the
 batch it was writing, and the restarted engine, which resumes from the last committed offsets,
 writes them again. Every duplicate must be exactly that: a repeated `hydrator.source` with identical
 bytes, the first copy written by an incarnation that was killed, the second after its kill.

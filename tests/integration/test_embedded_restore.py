@@ -1,9 +1,9 @@
 """Restore takes only committed state from the changelog.
 
 A broker that honours transactions hides a dead transaction's changelog records; Tansu shows
-them (docs/testing.md). Here a transaction that writes wrong states "ahead" of the committed offsets
-into the changelog and never commits stands in for an instance killed in the middle of its
-commit. Neither a restart that replays the changelog's tail nor one that rebuilds every store
+them (docs/guarantees.md). Here a transaction that writes wrong states "ahead" of the committed
+offsets into the changelog and never commits stands in for an instance killed in the middle of
+its commit. Neither a restart that replays the changelog's tail nor one that rebuilds every store
 from the beginning may bring those states back.
 """
 

@@ -220,7 +220,7 @@ def test_bad_record_becomes_a_dead_letter(
 
 
 def test_there_are_this_many_kinds() -> None:
-    # the README counts them
+    # docs/testing.md counts them
     assert len(BAD_RECORDS) == 38
 
 

@@ -135,6 +135,8 @@ def test_services_agree_on_topics_and_ports(compose: dict[str, Any]) -> None:
     assert hydrator["HYDRATOR_INPUT_TOPIC"] == debezium_topic
     live = env(all_services["live"])
     assert live["HYDRATOR_LIVE_TOPIC"] == debezium_topic + hydrator["HYDRATOR_OUTPUT_SUFFIX"]
+    # the live rows are published on this machine only, unless LIVE_BIND says otherwise
+    assert all_services["live"]["ports"] == ["${LIVE_BIND:-127.0.0.1}:8080:8080"]
     spark = env(all_services["hydrator-spark"])
     assert spark["HYDRATOR_INPUT_TOPIC"] == debezium_topic
     assert spark["HYDRATOR_APPLICATION_ID"] != hydrator["HYDRATOR_APPLICATION_ID"]

@@ -34,16 +34,12 @@ from hydrator.kafka.reachability import BrokerUnavailable
 from hydrator.ops.state_tools import StoreUnreadable
 from state.stores.rocksdb import StoreCorrupted
 
-# Modules that need what the unit tests do not install (pyspark's worker side is fine).
-_SKIP = ("hydrator.live",)
-
-
 def _project_exceptions() -> list[type[BaseException]]:
     found = []
     for package in (hydrator, state):
         prefix = package.__name__ + "."
         for module_info in pkgutil.walk_packages(package.__path__, prefix):
-            if module_info.name.startswith(_SKIP) or module_info.name.endswith("__main__"):
+            if module_info.name.endswith("__main__"):
                 continue
             module = importlib.import_module(module_info.name)
             for _, value in inspect.getmembers(module, inspect.isclass):

@@ -345,7 +345,9 @@ class Supervisor:
         registry = CollectorRegistry(auto_describe=False)
         registry.register(MergedCollector(self._board.metrics_ports))
         health = MergedHealth(self._board.metrics_ports, len(self._slots))
-        server = MetricsServer(self.config.metrics_port, registry, health)
+        server = MetricsServer(
+            self.config.metrics_port, registry, health, host=self.config.metrics_host
+        )
         server.start()
         try:
             yield
