@@ -10,7 +10,7 @@ import click
 from hydrator.cli.environment import did_you_mean
 from hydrator.config import ConfigError, load_config_file
 from hydrator.kafka.client_config import split_env_properties
-from hydrator.ops.config_show import CONFIG_FILE_META, long_name
+from hydrator.ops.config_show import CONFIG_FILE_META, long_name, shown_path
 
 
 def load_run_config(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -41,12 +41,12 @@ def config_defaults(
         if opt.startswith("--")
     }
     if unknown := [name for name in values if name not in by_option]:
+        options = {long_name(p) for p in by_option.values()}
         names = ", ".join(
-            repr(name) + did_you_mean(name.replace("_", "-"), {long_name(p) for p in params})
-            for name in unknown
+            repr(name) + did_you_mean(name.replace("_", "-"), options) for name in unknown
         )
         noun = "option" if len(unknown) == 1 else "options"
-        raise click.BadParameter(f"unknown {noun} {names} in {path}", ctx, param)
+        raise click.BadParameter(f"unknown {noun} {names} in {shown_path(path)}", ctx, param)
     defaults: dict[str, Any] = {}
     for name, setting in values.items():
         option = by_option[name]

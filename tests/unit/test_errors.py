@@ -34,6 +34,7 @@ from hydrator.kafka.reachability import BrokerUnavailable
 from hydrator.ops.state_tools import StoreUnreadable
 from state.stores.rocksdb import StoreCorrupted
 
+
 def _project_exceptions() -> list[type[BaseException]]:
     found = []
     for package in (hydrator, state):
