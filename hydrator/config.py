@@ -27,6 +27,7 @@ from urllib.request import url2pathname
 from hydrator.core.settings import HydrationSettings, OnStale, OnUnresolved
 from hydrator.errors import ConfigurationError
 from hydrator.formats.options import FormatOptions
+from hydrator.internal_topics import internal_topic_clash
 from hydrator.kafka.client_config import ClientConfigError, parse_properties
 from state.large import DEFAULT_COMPRESSION
 
@@ -106,6 +107,9 @@ class RunConfig:
     format: str = "auto"
     format_options: FormatOptions = field(default_factory=FormatOptions)
     available_now: bool = False
+    # --available-now: a run that dead-letters more than this share of what it read fails
+    # (hydrator/ops/dead_letter_ratio.py); 0 turns the check off.
+    max_dlq_ratio: float = 0.5
     kafka_properties: Mapping[str, str] = field(default_factory=dict)
     hydration: HydrationSettings = field(default_factory=HydrationSettings)
     commit_interval_ms: int = 100
@@ -232,6 +236,10 @@ def build_config(options: Mapping[str, Any]) -> RunConfig:
     output_topic, output_suffix = options["output_topic"], options["output_suffix"]
     if (output_topic is None) == (output_suffix is None):
         raise ConfigError("give exactly one of --output-topic or --output-suffix")
+    if output_topic is not None:
+        clash = internal_topic_clash(options["application_id"], {"": output_topic})
+        if clash is not None:
+            raise ConfigError(clash, "--output-topic")
     try:
         properties = parse_properties(options["kafka_properties"])
     except ClientConfigError as exc:
@@ -274,6 +282,7 @@ def build_config(options: Mapping[str, Any]) -> RunConfig:
         format=options["format_"],
         format_options=format_options,
         available_now=options["available_now"],
+        max_dlq_ratio=options["max_dlq_ratio"],
         kafka_properties=properties,
         hydration=hydration,
         commit_interval_ms=options["commit_interval"],

@@ -9,8 +9,9 @@ and `exit_code_for` is the one place an exception becomes an exit code:
   (no broker within --startup-timeout, a Kafka call blocked past its timeout): a supervisor
   should start the process again.
 * `StorageError` (exit 75): the local state store failed (a read or write error, damage). An
-  infrastructure failure as a failing broker is, so it ends the run as the engine's other
-  infrastructure failures do, for a supervisor to start it again; never a dead letter.
+  infrastructure failure as a failing broker is, never a dead letter: the embedded engine starts
+  itself again as it does after a broker failure; one that reaches the top ends the run as the
+  engine's other infrastructure failures do (75), for a supervisor to start it again.
 * `Stopped` (exit 130): asked to stop, and the run could not finish cleanly.
 * `RecordError`: one record cannot be processed; it becomes a dead letter, not an exit (exit 1
   should one ever reach the top).
@@ -20,6 +21,11 @@ This module imports nothing of the project, so that every layer may raise its ki
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 EXIT_FATAL = 1
 EXIT_USAGE = 2  # click's, for a usage error
@@ -47,11 +53,17 @@ class TemporaryFailure(HydratorError):
 
 
 class StorageError(HydratorError):
-    """The local state store failed: a read or write error, or damage. An infrastructure failure,
-    as a broker that fails is: never a dead letter; the batch is not committed and the process
-    ends with 75 for its supervisor to start it again (the store is a cache of the changelog)."""
+    """The local state store failed under a read or a write (exit 75). An infrastructure failure,
+    as a failing broker is, never a record's fault: the core lets it through, the engine aborts
+    the open batch and starts again (state/errors.py has the state layer's own). `path` names
+    the store (None when the failing store is not known), so the engine can move that one
+    aside."""
 
     exit_code = EXIT_TEMPORARY
+
+    def __init__(self, message: str, path: Path | None = None) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 class Stopped(HydratorError):

@@ -29,9 +29,10 @@ import lz4.block
 import zstandard
 
 from hydrator import exact
-from hydrator.errors import StorageError
+from hydrator.errors import HydratorError
+from state import layout
+from state.layout import DIGEST_BYTES
 
-DIGEST_BYTES = 16
 DEFAULT_THRESHOLD = 2048
 # The first byte of a stored (compressed) value names its layout, so either is read whatever
 # is written now. Every new value is compressed on the hot path: on 8 KB of text lz4 takes about
@@ -47,12 +48,11 @@ ZSTD_LEVEL = 1  # higher levels gain a few percent for twice the time
 # lz4 cannot shrink anything by more than this, so a block claiming a larger size is damaged
 # (and must not make us allocate what it claims).
 _LZ4_MAX_RATIO = 256
-# Out-of-line values of an owner's row sort after the meta records and apart from the states
-# (state keys never start with NUL): `\x00\x01` + owner state key + digest.
-STORE_PREFIX = b"\x00\x01"
+# Out-of-line values of an owner's row: their keys' layout is state/layout.py's.
+STORE_PREFIX = layout.LARGE_VALUE_PREFIX
 
 
-class LargeValueError(StorageError, ValueError):
+class LargeValueError(HydratorError, ValueError):
     """A large value that cannot be read: missing from the store, or its bytes are damaged."""
 
 
@@ -289,20 +289,19 @@ def digest_of(packed: bytes) -> bytes:
 
 
 def store_key(owner: bytes, digest: bytes) -> bytes:
-    """The store (and changelog) key of a large value of the row stored under `owner`. Values
-    are kept per owner, so a value is collected by looking at its own row's images only."""
-    return STORE_PREFIX + owner + digest
+    """The store (and changelog) key of a large value of the row stored under `owner`."""
+    return layout.large_value_key(owner, digest)
 
 
-def is_store_key(key: bytes) -> bool:
-    return key.startswith(STORE_PREFIX)
+is_store_key = layout.is_large_value_key
 
 
 def split_store_key(key: bytes) -> tuple[bytes, bytes]:
     """(owner, digest) of a large value's store key."""
-    if not is_store_key(key) or len(key) <= len(STORE_PREFIX) + DIGEST_BYTES:
-        raise LargeValueError(f"{key[:80]!r} is not a large value's key")
-    return key[len(STORE_PREFIX) : -DIGEST_BYTES], key[-DIGEST_BYTES:]
+    try:
+        return layout.split_large_value_key(key)
+    except layout.KeyLayoutError as exc:
+        raise LargeValueError(str(exc)) from None
 
 
 # -- the bytes ---------------------------------------------------------------------------------

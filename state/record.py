@@ -12,6 +12,9 @@ from typing import Any
 
 from hydrator.events import RawRecord
 from state.handoff import Handoff
+from state.layout import state_key
+
+__all__ = ["StateRecord", "state_key"]
 
 
 @dataclass(slots=True)
@@ -66,8 +69,3 @@ class StateRecord:
     @property
     def is_waiting(self) -> bool:
         return bool(self.parked or self.handoffs)
-
-
-def state_key(topic: str, key: str) -> bytes:
-    """The store key: state is per input topic and canonical key."""
-    return f"{topic}\x00{key}".encode()

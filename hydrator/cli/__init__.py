@@ -1,5 +1,5 @@
-"""`hydrator run ...`, `hydrator config show`, `hydrator state inspect|stats` and `hydrator demo`
-(the CLI the README documents).
+"""`hydrator run ...`, `hydrator config show`, `hydrator state inspect|stats`, `hydrator demo`,
+`hydrator dev broker|capture` and `hydrator tail` (the CLI the README documents).
 
 Every option also reads `HYDRATOR_<NAME>` (e.g. HYDRATOR_INPUT_TOPIC, several values separated by
 spaces or commas) and the TOML file given by `--config` / HYDRATOR_CONFIG; the command line wins
@@ -21,6 +21,7 @@ import click
 
 from hydrator.cli.config_command import config_group
 from hydrator.cli.demo_command import demo
+from hydrator.cli.dev_commands import dev, tail
 from hydrator.cli.environment import read_variables, unknown_variables_warning
 from hydrator.cli.params import ENGINES, FORMATS
 from hydrator.cli.run_command import run
@@ -44,6 +45,8 @@ cli.add_command(run)
 cli.add_command(config_group)
 cli.add_command(demo)
 cli.add_command(state_group)
+cli.add_command(dev)
+cli.add_command(tail)
 
 
 def main() -> None:

@@ -23,6 +23,7 @@ from hydrator.cli.params import (
 from hydrator.config import DEFAULT_APPLICATION_ID
 from hydrator.core.settings import OnStale, OnUnresolved
 from hydrator.formats.options import DEFAULT_PLACEHOLDER
+from hydrator.ops.dead_letter_ratio import DEFAULT_MAX_DLQ_RATIO
 from hydrator.ops.logs import LOG_FORMATS
 from state.large import COMPRESSIONS, DEFAULT_COMPRESSION
 
@@ -107,6 +108,15 @@ _RUN_OPTIONS: list[Callable[[Callable[..., None]], Callable[..., None]]] = [
         is_flag=True,
         envvar=env_name("available_now"),
         help="Process everything available (incl. internal topics), then exit 0.",
+    ),
+    option(
+        "--max-dlq-ratio",
+        type=click.FloatRange(0, 1),
+        default=DEFAULT_MAX_DLQ_RATIO,
+        show_default=True,
+        envvar=env_name("max_dlq_ratio"),
+        help="--available-now: exit 65 when more than this share of the records read went to "
+        "the dead-letter topic (0: never).",
     ),
     option(
         "-X",

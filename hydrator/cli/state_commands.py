@@ -126,6 +126,12 @@ def _state_tool(work: Callable[[], int]) -> None:
     envvar=env_name("format"),
     help="The run's --format: its codec names the key the state is stored under.",
 )
+@click.option(
+    "--full-values",
+    is_flag=True,
+    help="Print every value of the image whole (default: longer strings are cut, marked with "
+    "their length).",
+)
 def state_inspect(
     engine: str,
     state_dir: Path,
@@ -133,18 +139,22 @@ def state_inspect(
     input_topic: str | None,
     key_json: str,
     format_: str,
+    full_values: bool,
 ) -> None:
     """Print a key's stored state: image, position, deleted, parked records, waiting handoffs,
     updated_at (on the task's processing clock). One JSON object per input topic holding the
     key; exit 1 when none does."""
-    from hydrator.ops.state_tools import inspect_key, parse_key
+    from hydrator.ops.state_tools import VALUE_CHARS, inspect_key, parse_key
+
+    value_chars = None if full_values else VALUE_CHARS
 
     def work() -> int:
         key = parse_key(key_json, format_, input_topic)
         stores = _state_stores(engine, state_dir, application_id)
         found = inspect_key(stores, key, input_topic)
         for key_state in found:
-            click.echo(json.dumps(key_state.to_dict(), indent=2, ensure_ascii=False, default=str))
+            shown = key_state.to_dict(value_chars)
+            click.echo(json.dumps(shown, indent=2, ensure_ascii=False, default=str))
         if not found:
             where = f"input topic {input_topic}" if input_topic else "any input topic"
             click.echo(f"no state for key {key} under {where} in {len(stores)} stores", err=True)

@@ -69,12 +69,17 @@ COUNTERS: tuple[CounterSpec, ...] = (
     _embedded("oversize_records", "Outputs or handoffs too large for their topic (to the DLQ)."),
     _embedded("oversize_states", "Keys forgotten because their state outgrew the changelog."),
     _embedded("damaged_stores", "Local stores found damaged, set aside and rebuilt."),
+    _embedded(
+        "storage_failures", "Batches aborted and redone because a local store failed under them."
+    ),
     _embedded("changelog_records_skipped", "Changelog records that could not be decoded."),
     _embedded(
-        "large_values_collected_at_open", "Large values no row referred to, removed at open."
+        "large_values_collected_at_open",
+        "Large values no row referred to, removed from a store rebuilt from the changelog.",
     ),
     _embedded(
-        "large_values_missing", "Large values a row referred to but the store lacked (at open)."
+        "large_values_missing",
+        "Large values a row referred to that the changelog lacked (at a rebuild).",
     ),
     # -- the Spark engine ------------------------------------------------------------------------
     _spark("state_unreadable", "Keys whose Spark state could not be decoded (started afresh)."),

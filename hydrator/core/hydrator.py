@@ -8,8 +8,11 @@ for a None key), `t = hydrator.process(state, record, key, now_ms)`; store `t.st
 the DLQ. Handoffs read back go through `receive_handoff`; `tick` applies timeouts.
 
 These entry points never raise for what a record carries: whatever the exception, the record
-becomes a dead letter whose reason is `<ExceptionType>: <message>`, and the state stays as it
-was. Only `--on-unresolved fail` (UnresolvedColumnsError) and running out of memory go through.
+becomes a dead letter whose reason is `<format>: <ExceptionType>: <message>` (the format named,
+as a wrong `--format` is the commonest cause; under `auto` the format detected or those tried),
+and the state stays as it was. Only `--on-unresolved fail` (UnresolvedColumnsError), running
+out of memory and a failing state store (StorageError: a large value is read from the store
+while the rules run) go through: they are no record's fault.
 """
 
 from __future__ import annotations
@@ -33,20 +36,38 @@ from hydrator.core.settings import (
     UnresolvedColumnsError,
 )
 from hydrator.events import Absent, ChangeEvent, Codec, Headers, Op, Passthrough, RawRecord
+from state.errors import StorageError
 from state.handoff import Handoff
 from state.record import StateRecord
 
 HEADER_STALE = "hydrator.stale"
-# Not hostile input: deliberate stops, and the machine itself failing.
-_PASSED_THROUGH = (UnresolvedColumnsError, MemoryError)
+# Not hostile input: deliberate stops, and the machine itself failing (memory, the state store).
+_PASSED_THROUGH = (UnresolvedColumnsError, MemoryError, StorageError)
 REASON_CHARS = 1000
 
 
-def failure_reason(exc: BaseException) -> str:
+def failure_reason(exc: BaseException, prefix: str = "") -> str:
     """A dead letter's reason for an exception: its type and message (cut short: a message can
     quote the whole record)."""
-    reason = f"{type(exc).__name__}: {exc}"
+    reason = f"{prefix}{type(exc).__name__}: {exc}"
     return reason if len(reason) <= REASON_CHARS else reason[: REASON_CHARS - 3] + "..."
+
+
+def format_label(codec: Codec, record: RawRecord) -> str:
+    """The format a dead letter's reason names: the codec's, or what a codec that chooses per
+    record (`auto`) says of this one (`format_label(record)`, optional)."""
+    label = getattr(codec, "format_label", None)
+    if label is None:
+        return codec.name
+    try:
+        return str(label(record))
+    except Exception:
+        return codec.name
+
+
+def format_failure(codec: Codec, record: RawRecord, exc: BaseException) -> str:
+    """A dead letter's reason for a record the format could not take: the format first."""
+    return failure_reason(exc, f"{format_label(codec, record)}: ")
 
 
 def read_handoff(record: RawRecord) -> Handoff | DeadLetter:
@@ -84,7 +105,7 @@ class Hydrator:
         except _PASSED_THROUGH:
             raise
         except Exception as exc:  # whatever the key holds, it is this record's fault
-            return DeadLetter(record, failure_reason(exc))
+            return DeadLetter(record, format_failure(self.codec, record, exc))
 
     # -- records -------------------------------------------------------------------------------
 
@@ -99,7 +120,7 @@ class Hydrator:
         except _PASSED_THROUGH:
             raise
         except Exception as exc:
-            return rejected(DeadLetter(record, failure_reason(exc)), state)
+            return rejected(DeadLetter(record, format_failure(self.codec, record, exc)), state)
 
     def _process(
         self, state: StateRecord | None, record: RawRecord, key: str | None, now_ms: int

@@ -99,7 +99,7 @@ class DebeziumCapture:
 
 def workload(target_records: int, seed: int = 11) -> list[Statement]:
     """Inserts of rows with big TOASTed values, updates that leave them unchanged (mostly) or
-    rewrite one, deletes and primary-key changes, until about `target_records` records."""
+    rewrite one, deletes and primary-key changes, making exactly `target_records` records."""
     rng = random.Random(seed)
     live: list[int] = []
     next_id = 1
@@ -120,6 +120,8 @@ def workload(target_records: int, seed: int = 11) -> list[Statement]:
                 ("update", "update_toast", "delete", "key_change", "insert"), (60, 12, 6, 8, 4)
             )[0]
         )
+        if _RECORDS.get(op, 1) > target_records - records:
+            op = "update"  # exactly the records asked for: the last statements make one each
         if op == "insert":
             add(_insert(next_id, rng))
             live.append(next_id)

@@ -68,6 +68,11 @@ Row = dict[str, Any]
 Headers = tuple[tuple[str, bytes], ...]
 
 
+# Records a statement makes, where more than one: a delete and its tombstone; a key change's
+# delete, tombstone and create.
+_RECORDS_OF = {"delete": 2, "key_change": 3}
+
+
 @dataclass(frozen=True)
 class ChangeRecord:
     """One record of the stream as Kafka Connect would produce it, with its truth.
@@ -143,15 +148,17 @@ class DemoStream:
     # -- the workload ------------------------------------------------------------------------
 
     def records(self, count: int) -> list[ChangeRecord]:
-        """At least `count` records (a key change is three, so a few more can come)."""
+        """Exactly `count` records: near the end, only statements that fit (a delete is two
+        records, a key change three)."""
         out: list[ChangeRecord] = []
-        for batch in self._statements():
-            out += batch
+        for batch in self._statements(lambda: count - len(out)):
+            out.extend(batch)
             if len(out) >= count:
                 return out
         return out  # pragma: no cover - the statement stream is endless
 
-    def _statements(self) -> Iterator[list[ChangeRecord]]:
+    def _statements(self, room: Callable[[], int]) -> Iterator[list[ChangeRecord]]:
+        """Statements' records, each statement no more records than `room()` says are left."""
         for _ in range(self.keys):
             yield self._insert(self._fresh_id())
         ops: dict[str, int] = {
@@ -177,6 +184,8 @@ class DemoStream:
                 op = "insert"
             elif op == "reinsert" and not self._deleted:
                 op = "update_small"
+            if _RECORDS_OF.get(op, 1) > room():
+                op = "update_small"  # one record
             yield actions[op]()
 
     def _fresh_id(self) -> int:

@@ -53,10 +53,21 @@ class AutoCodec:
         for codec in self.codecs:
             if codec.accepts(document):
                 return codec
-        raise BadInput(
-            f"--format auto: no format takes this value (tried {self._tried}): "
-            f"{_describe(document)}"
-        )
+        raise BadInput(f"no format takes this value: {_describe(document)}")
+
+    def format_label(self, record: RawRecord) -> str:
+        """What a dead letter's reason says of the format: `auto (cockroachdb)` for a record
+        detected as one, `auto (tried cassandra, debezium, ...)` for one none takes."""
+        if record.value is not None:
+            try:
+                document = values.peek(record)
+            except Exception:
+                document = None
+            else:
+                for codec in self.codecs:
+                    if codec.accepts(document):
+                        return f"auto ({codec.name})"
+        return f"auto (tried {self._tried})"
 
     def key(self, record: RawRecord) -> str | None:
         """The detected format's key. A Kafka tombstone has no value to tell its format by: its

@@ -67,6 +67,11 @@ class LocalBroker:
     def pid(self) -> int | None:
         return self._process.pid if self._process is not None else None
 
+    @property
+    def exit_code(self) -> int | None:
+        """The broker's exit code once it has exited by itself; None while it runs."""
+        return self._process.poll() if self._process is not None else None
+
     def start(self, timeout_s: float = 30.0) -> LocalBroker:
         if self._process is not None and self._process.poll() is None:
             # Started already (`with LocalBroker().start(60) as broker:` enters a started one):

@@ -4,6 +4,9 @@ The stores are `<state-dir>/<application-id>/<application-id>-state-<p>/`, one R
 (hydrator/engines/embedded/state_dir.py). They are opened read-only: RocksDB's read-only mode
 takes no lock and reads the write-ahead log as well, so it works beside a running instance and
 sees what that instance had written when the store was opened. Nothing here writes to a store.
+Every read verifies RocksDB's block checksums, and every scan checks how it ended (rocksdict's
+iterator stops at a damaged block as if the store ended there): a damaged store is reported as
+damaged (exit 1, with the reason), never as an empty one. The keys' layout is state/layout.py's.
 The Spark engine keeps its state in Spark's state store inside the checkpoint, which these tools
 do not read.
 """
@@ -17,16 +20,27 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rocksdict import AccessType, Options, Rdict
+from rocksdict import AccessType, Options, Rdict, ReadOptions
 
-from hydrator.engines.embedded.clock import CLOCK_KEY, decode_reading
 from hydrator.errors import ConfigurationError, HydratorError
 from hydrator.events import RawRecord
 from hydrator.formats import codec_for
 from state.codec import StateFormatError, decode_state
-from state.large import NOT_AT_HAND, LargeValue, is_store_key, store_key, unpack_value
-from state.record import StateRecord, state_key
-from state.stores.rocksdb import CHANGELOG_OFFSET_KEY, META_PREFIX
+from state.large import NOT_AT_HAND, LargeValue, refs_of, unpack_value
+from state.layout import (
+    CHANGELOG_OFFSET_KEY,
+    CLOCK_KEY,
+    FIRST_STATE_KEY,
+    decode_offset,
+    decode_reading,
+    is_large_value_key,
+    is_meta_key,
+    large_value_key,
+    state_key,
+    topic_end,
+    topic_of,
+)
+from state.record import StateRecord
 
 # A running instance may replace a store's files (a flush, a compaction) while they are being
 # opened; opening again then finds the new set.
@@ -39,7 +53,7 @@ class StateToolError(ConfigurationError):
 
 
 class StoreUnreadable(HydratorError):
-    """Exit 1: a store exists but RocksDB cannot open or read it."""
+    """Exit 1: a store exists but RocksDB cannot open or read it (damaged, or held)."""
 
 
 @dataclass(frozen=True)
@@ -92,15 +106,46 @@ def holder_pid(state_dir: Path, application_id: str) -> int | None:
 
 
 def open_read_only(path: Path) -> Rdict:
+    if path.exists() and not path.is_dir():
+        raise StoreUnreadable(f"the store {path} is damaged: it is not a directory")
     error: Exception | None = None
     for attempt in range(OPEN_ATTEMPTS):
         if attempt:
             time.sleep(OPEN_RETRY_S)
         try:
-            return Rdict(str(path), Options(raw_mode=True), access_type=AccessType.read_only())
+            db = Rdict(str(path), Options(raw_mode=True), access_type=AccessType.read_only())
         except Exception as exc:  # rocksdict raises plain Exception("IO error: ...")
             error = exc
-    raise StoreUnreadable(f"cannot open the store {path} read-only: {error}")
+            continue
+        db.set_read_options(_checked_reads())
+        return db
+    raise StoreUnreadable(f"cannot open the store {path} read-only: {_reason(error)}")
+
+
+def _checked_reads() -> ReadOptions:
+    options = ReadOptions()
+    options.set_verify_checksums(True)
+    options.fill_cache(False)  # type: ignore[call-arg]  # rocksdict's stub lacks the flag
+    return options
+
+
+def _reason(error: BaseException | None) -> str:
+    """A RocksDB error, with what it means when it means damage."""
+    text = str(error)
+    if "Corruption" in text or "No such file or directory" in text:
+        return f"the store is damaged: {text}"
+    return text
+
+
+def _checked_items(db: Rdict, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+    """Every record from `start` on; raises StoreUnreadable when the scan stopped at damage
+    rather than at the end."""
+    it = db.iter(_checked_reads())
+    it.seek(start)
+    while it.valid():
+        yield bytes(it.key()), bytes(it.value())
+        it.next()
+    it.status()
 
 
 # -- inspect -----------------------------------------------------------------------------------
@@ -125,8 +170,29 @@ class KeyState:
     waiting_since_ms: int | None = None
     unreadable: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self, value_chars: int | None = None) -> dict[str, Any]:
+        """As `state inspect` prints it: with `value_chars`, every longer string in the image
+        cut to that many characters, then a marker with its length (`--full-values`: None)."""
+        shown = asdict(self)
+        if value_chars is not None:
+            shown["image"] = shortened(shown["image"], value_chars)
+        return shown
+
+
+# `state inspect`'s default: a TOASTed column holds kilobytes, which would bury the rest.
+VALUE_CHARS = 200
+
+
+def shortened(value: Any, chars: int) -> Any:
+    """`value` with every string longer than `chars` cut, marked with its whole length:
+    `"abc…" + " [… 8000 characters]"`; lists and objects inside are walked."""
+    if isinstance(value, str) and len(value) > chars:
+        return f"{value[:chars]}… [{len(value)} characters; --full-values shows all]"
+    if isinstance(value, dict):
+        return {name: shortened(item, chars) for name, item in value.items()}
+    if isinstance(value, list):
+        return [shortened(item, chars) for item in value]
+    return value
 
 
 def parse_key(text: str, format_name: str = "auto", input_topic: str | None = None) -> str:
@@ -164,6 +230,10 @@ def inspect_key(
                 if data is not None:
                     reader = _StoreValues(db, state_key(topic, key))
                     found.append(_key_state(store.partition, topic, key, data, reader))
+        except StoreUnreadable:
+            raise
+        except Exception as exc:  # rocksdict: Exception("Corruption: ...") while reading
+            raise StoreUnreadable(f"{store.path}: {_reason(exc)}") from None
         finally:
             db.close()
     return found
@@ -172,12 +242,13 @@ def inspect_key(
 def _topics(db: Rdict) -> Iterator[str]:
     """The input topics a store holds states of, one seek each: keys are `topic\\x00key`, so
     every key of topic T sorts between `T\\x00` and `T\\x01`."""
-    it = db.iter()
-    it.seek(META_PREFIX + b"\xff")  # past the meta records, which start with NUL
+    it = db.iter(_checked_reads())
+    it.seek(FIRST_STATE_KEY)  # past the meta records and large values
     while it.valid():
-        topic = bytes(it.key()).split(b"\x00", 1)[0]
+        topic = topic_of(bytes(it.key()))
         yield topic.decode(errors="replace")
-        it.seek(topic + b"\x01")
+        it.seek(topic_end(topic))
+    it.status()
 
 
 class _StoreValues:
@@ -188,9 +259,11 @@ class _StoreValues:
         self._owner = owner
 
     def read(self, ref: LargeValue) -> Any:
-        blob = self._db.get(store_key(self._owner, ref.digest))
+        blob = self._db.get(large_value_key(self._owner, ref.digest))
         if blob is None:
-            raise StateFormatError(f"large value {ref.digest.hex()} is missing from the store")
+            raise StoreUnreadable(
+                f"the store is damaged: large value {ref.digest.hex()} of a row is missing"
+            )
         return unpack_value(blob)
 
     def peek(self, ref: LargeValue) -> Any:
@@ -266,19 +339,20 @@ class StoreStats:
 def store_stats(store: TaskStore) -> StoreStats:
     stats = StoreStats(store.partition, disk_bytes=_disk_bytes(store.path))
     db = open_read_only(store.path)
+    referenced: set[bytes] = set()
+    stored_values: set[bytes] = set()
     try:
-        offset = db.get(CHANGELOG_OFFSET_KEY)
-        stats.changelog_offset = int(offset) if offset is not None else None
+        stats.changelog_offset = decode_offset(db.get(CHANGELOG_OFFSET_KEY))
         stats.clock_ms = decode_reading(db.get(CLOCK_KEY))
-        for raw_key, data in db.items():
-            key = bytes(raw_key)
-            if is_store_key(key):
+        for key, data in _checked_items(db):
+            if is_large_value_key(key):
                 stats.large_values += 1
                 stats.bytes += len(key) + len(data)
+                stored_values.add(key)
                 continue
-            if key.startswith(META_PREFIX):
+            if is_meta_key(key):
                 continue
-            topic = key.split(b"\x00", 1)[0].decode(errors="replace")
+            topic = topic_of(key).decode(errors="replace")
             stats.topics[topic] = stats.topics.get(topic, 0) + 1
             stats.keys += 1
             stats.bytes += len(key) + len(data)
@@ -287,6 +361,7 @@ def store_stats(store: TaskStore) -> StoreStats:
             except StateFormatError:
                 stats.unreadable += 1
                 continue
+            referenced.update(large_value_key(key, ref.digest) for ref in refs_of(record.image))
             stats.tombstones += record.deleted
             stats.parked_keys += bool(record.parked)
             stats.parked_records += len(record.parked)
@@ -296,9 +371,16 @@ def store_stats(store: TaskStore) -> StoreStats:
     except StoreUnreadable:
         raise
     except Exception as exc:  # rocksdict: Exception("Corruption: ...") while reading
-        raise StoreUnreadable(f"{store.path}: {exc}") from None
+        raise StoreUnreadable(f"{store.path}: {_reason(exc)}") from None
     finally:
         db.close()
+    missing, orphans = len(referenced - stored_values), len(stored_values - referenced)
+    if missing or orphans:
+        raise StoreUnreadable(
+            f"{store.path}: the store is damaged: {missing} large values its rows refer to are "
+            f"missing, and {orphans} large values no row refers to are there (the engine "
+            "rebuilds it from the changelog when it next opens it)"
+        )
     return stats
 
 

@@ -62,9 +62,15 @@ def run_to_completion(args: list[str], timeout_s: float = 120) -> subprocess.Com
 class HydratorProcess:
     """A long-running `hydrator run`; its stderr goes to a log file the test can search."""
 
-    def __init__(self, args: list[str], log_path: Path, start: bool = True) -> None:
+    def __init__(
+        self, args: list[str], log_path: Path, start: bool = True, own_group: bool = False
+    ) -> None:
+        """`own_group`: the process leads a process group of its own, as a command started
+        from a shell does (its children, the JVM among them, join it): `interrupt(group=True)`
+        then plays a Ctrl-C at the terminal."""
         self.args = args
         self.log_path = log_path
+        self.own_group = own_group
         self.process: subprocess.Popen[str] | None = None
         log_path.touch()
         if start:
@@ -78,6 +84,7 @@ class HydratorProcess:
             stderr=subprocess.STDOUT,
             text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            start_new_session=self.own_group,
         )
 
     @property
@@ -129,6 +136,16 @@ class HydratorProcess:
         self.process.send_signal(signal.SIGTERM)
         return self.wait(timeout_s)
 
+    def interrupt(self, group: bool = False, timeout_s: float = 60) -> int:
+        """SIGINT to the process (`kill -INT <pid>`), or to its whole process group as a
+        Ctrl-C would be (`group`, for a process started with `own_group`)."""
+        if group:
+            assert self.own_group, "a group of its own, else the signal reaches the tests too"
+            os.killpg(self.process.pid, signal.SIGINT)
+        else:
+            self.process.send_signal(signal.SIGINT)
+        return self.wait(timeout_s)
+
     def kill(self) -> int:
         self.process.kill()
         return self.wait(10)
@@ -146,6 +163,9 @@ class HydratorProcess:
         if self.process is None:
             return
         if self.process.poll() is None:
-            self.process.kill()
+            if self.own_group:
+                os.killpg(self.process.pid, signal.SIGKILL)  # its JVM and workers too
+            else:
+                self.process.kill()
             self.process.wait(10)
         self._log.close()

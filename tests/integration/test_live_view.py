@@ -109,6 +109,27 @@ def _shows_hydrated(row: dict[str, Any], doc: str) -> None:
     assert "filled" in cell["classes"]
 
 
+STATUS = "document.getElementById('status')"
+
+
+def test_page_says_it_waits_for_records_until_the_first_arrives(
+    kafka_broker: Broker, unique_name: str, tmp_path: Path, live_view: str, browser
+) -> None:
+    bootstrap = kafka_broker.bootstrap_servers
+    source = f"{unique_name}.items"
+    create_topic(bootstrap, source, 2)
+    browser.open(live_view)
+    browser.wait_for(f"{STATUS}.dataset.state === 'waiting'")
+    assert "waiting for records" in browser.evaluate(f"{STATUS}.textContent")
+    assert browser.evaluate("document.querySelectorAll('#rows tr').length") == 0
+
+    table = ToastTable(doc_size=3000)
+    produce(bootstrap, source, [table.insert(1)])
+    _hydrate(bootstrap, unique_name, source, tmp_path / "state")
+    browser.wait_for(f"{STATUS}.dataset.state === 'live'", timeout_s=60)
+    assert "1 rows" in browser.evaluate(f"{STATUS}.textContent")
+
+
 def test_page_shows_hydrated_rows_and_pushes_changes(
     kafka_broker: Broker, unique_name: str, tmp_path: Path, live_view: str, browser
 ) -> None:

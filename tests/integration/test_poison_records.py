@@ -1,9 +1,10 @@
 """Poison records amid good events, through both engines against the real broker: each ends in
-the DLQ naming its exception, the engine exits 0, the good events are hydrated, and integers
-wider than 64 bits come out exactly as they went in."""
+the DLQ naming the format and its exception, the engine exits 0, the good events are hydrated,
+and integers wider than 64 bits come out exactly as they went in."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -52,7 +53,8 @@ def _check(
         poison = by_value[record.value]
         assert record.key == poison.key, poison.name  # the original bytes, untouched
         reason = record.header(HEADER_ERROR).decode()
-        assert reason.startswith(f"{poison.error}: "), (poison.name, reason)
+        # the format first (here `auto`, with the format taken or those tried), then the error
+        assert re.match(rf"auto \([a-z, ]+\): {poison.error}: ", reason), (poison.name, reason)
         assert record.header("trace") == b"kept"
         assert record.header(HEADER_SOURCE).decode().startswith(f"{source}:")
 

@@ -77,19 +77,25 @@ def workload(table: ToastTable) -> list[tuple[bytes | None, bytes | None, list]]
 
 
 def check_stores(where: list[str], table: ToastTable, source: str) -> None:
-    (one,) = inspect(where, 1)
+    (one,) = inspect(where, 1, "--full-values")
     assert one["topic"] == source
     assert one["partition"] == partition_for_key(key_bytes(1), PARTITIONS)
     assert one["image"] == table.rows[1]
+    # by default a long value is cut, with its length
+    (cut,) = inspect(where, 1)
+    doc = table.rows[1]["doc"]
+    assert len(doc) > 200
+    assert cut["image"]["doc"] == f"{doc[:200]}… [{len(doc)} characters; --full-values shows all]"
+    assert {**cut, "image": one["image"]} == one
     assert one["deleted"] is False and one["parked"] == 0
     last_lsn = max(lsn for lsn, row in table.expected_after.items() if row and row["id"] == 1)
     assert one["position"] == [last_lsn]
-    assert inspect(where, 1, "--input-topic", source) == [one]
+    assert inspect(where, 1, "--input-topic", source, "--full-values") == [one]
     assert inspect(where, 1, "--input-topic", "other.topic") == []
 
     (deleted,) = inspect(where, 3)
     assert deleted["deleted"] is True
-    (moved,) = inspect(where, 50)
+    (moved,) = inspect(where, 50, "--full-values")
     assert moved["image"] == table.rows[50]
     (parked,) = inspect(where, PARKED_NEW)
     assert parked["parked"] == 1 and parked["parked_bytes"] > 0

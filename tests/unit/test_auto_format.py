@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from hydrator import exact
 from hydrator.core import Hydrator, RawRecord
+from hydrator.core.records import DeadLetter
 from hydrator.events import Patch
 from hydrator.formats import FORMAT_NAMES, FORMATS, FormatOptions, codec_for, values
 from hydrator.formats.auto import AutoCodec
@@ -124,7 +125,7 @@ def test_a_value_no_format_takes_is_a_dead_letter_naming_the_formats_tried() -> 
     assert not out.emitted
     tried = ", ".join(f.name for f in FORMATS)
     assert [d.reason for d in out.dead] == [
-        f"BadInput: --format auto: no format takes this value (tried {tried}): "
+        f"auto (tried {tried}): BadInput: no format takes this value: "
         "a JSON object with fields hello, n"
     ]
     for value, said in [
@@ -135,7 +136,7 @@ def test_a_value_no_format_takes_is_a_dead_letter_naming_the_formats_tried() -> 
     ]:
         assert engine_step(hydrator, None, record(value), 0).dead[0].reason.endswith(said)
     reason = engine_step(hydrator, None, record(b"not json"), 0).dead[0].reason
-    assert reason.startswith("BadInput: value is not JSON")
+    assert reason.startswith(f"auto (tried {tried}): BadInput: value is not JSON")
 
 
 def test_a_kafka_tombstone_passes_through_keyed_by_its_kafka_key() -> None:
@@ -234,3 +235,12 @@ def test_state_tools_under_auto_name_the_state_each_format_keeps(name: str, valu
         return
     spelled = (SAMPLE_KEYS[name] or orjson.dumps(value["key"])).decode()
     assert parse_key(spelled, "auto") == key
+
+
+def test_a_dead_letter_under_auto_names_the_format_it_was_taken_for() -> None:
+    hydrator = Hydrator(codec_for("auto"))
+    cockroach_shaped = {"after": {"id": 1}, "updated": "1.0"}
+    rec = RawRecord("t", 0, 0, b'{"id": 1}', orjson.dumps(cockroach_shaped))
+    routed = hydrator.route(rec)
+    assert isinstance(routed, DeadLetter)
+    assert routed.reason.startswith("auto (cockroachdb): InvalidKey: key is a JSON object")

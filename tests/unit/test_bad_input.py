@@ -263,14 +263,14 @@ def test_any_exception_from_a_record_is_a_dead_letter_naming_it() -> None:
     good = engine_step(debezium_hydrator(), None, RawRecord("raw", 0, 0, KEY, event()), 0).state
     out = engine_step(hydrator, good, RawRecord("raw", 0, 1, KEY, event()), 5)
     assert out.state is good and not out.emitted
-    assert [d.reason for d in out.dead] == ["KeyError: 'a shape nobody foresaw'"]
+    assert [d.reason for d in out.dead] == ["exploding: KeyError: 'a shape nobody foresaw'"]
 
 
 def test_any_exception_from_a_key_is_a_dead_letter_naming_it() -> None:
     hydrator = Hydrator(_Exploding(in_key=True))  # type: ignore[arg-type]
     routed = hydrator.route(RawRecord("raw", 0, 1, None, event()))
     assert isinstance(routed, DeadLetter)
-    assert routed.reason == "IndexError: a key nobody foresaw"
+    assert routed.reason == "exploding: IndexError: a key nobody foresaw"
 
 
 def test_an_unreadable_handoff_is_a_dead_letter() -> None:
@@ -384,8 +384,8 @@ def test_a_reason_quoting_the_record_is_short_and_always_writable() -> None:
     hydrator.codec = _Exploding()  # type: ignore[assignment]
     hydrator.codec.decode = lambda record: {}["\ud800" * 5000]  # type: ignore[method-assign]
     (dead,) = engine_step(hydrator, None, RawRecord("raw", 0, 1, KEY, event()), 5).dead
-    assert len(dead.reason) == 1000 and dead.reason.startswith("KeyError: ")
-    assert dict(dead.to_output().headers)[HEADER_ERROR].startswith(b"KeyError: '\\ud800")
+    assert len(dead.reason) == 1000 and dead.reason.startswith("exploding: KeyError: ")
+    assert dict(dead.to_output().headers)[HEADER_ERROR].startswith(b"exploding: KeyError: '\\ud800")
 
 
 @pytest.mark.parametrize("value", [None, b"", b"\xc1", msgpack.packb([9, "t"]), DEEP])

@@ -339,13 +339,13 @@ def test_bad_input_goes_to_the_dlq_with_its_reason(case: str, document: Any, rea
     assert not step.emitted
     (dead,) = step.dead
     assert isinstance(dead, DeadLetter) and reason in dead.reason, dead.reason
-    assert dead.reason.startswith("BadInput: "), case
+    assert dead.reason.startswith("cassandra: BadInput: "), case
 
 
 def test_a_key_that_is_not_json_goes_to_the_dlq() -> None:
     step = Run().send(value("i", T0), key=b"{id:1")
     (dead,) = step.dead
-    assert dead.reason.startswith("InvalidKey: key is not JSON")
+    assert dead.reason.startswith("cassandra: InvalidKey: key is not JSON")
 
 
 def test_bad_input_leaves_the_state_as_it_was() -> None:

@@ -19,6 +19,7 @@ from hydrator.engines.embedded.topology import Topology
 from hydrator.events import RawRecord
 from hydrator.kafka.record_limits import TopicLimits
 from state.codec import FORMAT_V3, decode_state, encode_state
+from state.errors import StoreCorrupted, StoreInconsistent
 from state.handoff import Handoff
 from state.large import (
     BLOB_LZ4,
@@ -240,7 +241,10 @@ def test_handoffs_and_whole_befores_carry_values_not_references() -> None:
 
 
 def _task(
-    path: Path, threshold: int | None = THRESHOLD, compression: str = DEFAULT_COMPRESSION
+    path: Path,
+    threshold: int | None = THRESHOLD,
+    compression: str = DEFAULT_COMPRESSION,
+    rebuilt: bool = False,
 ) -> Task:
     store = RocksDBStore(path)
     return Task(
@@ -252,6 +256,7 @@ def _task(
         RunCounts(),
         large_value_threshold=threshold,
         large_value_compression=compression,
+        rebuilt=rebuilt,
     )
 
 
@@ -337,9 +342,35 @@ def test_values_are_read_from_the_store_when_the_cache_lacks_them(tmp_path: Path
     assert not _values(changes)
 
 
-def test_the_store_is_swept_when_a_task_opens(tmp_path: Path) -> None:
-    """A value no row refers to is collected; a row whose value is missing forgets that column
-    (the rest of the row still fills), both written to the changelog."""
+def test_a_store_that_disagrees_with_itself_is_damaged_not_corrected(tmp_path: Path) -> None:
+    """A value no row refers to, or a row whose value is missing: records were lost from the
+    local store that the changelog still holds. Opening it says so (the engine rebuilds it from
+    the changelog); nothing is deleted, nothing written to the changelog."""
+    task = _task(tmp_path / "s")
+    _feed(task, [ToastTable(doc_size=8_000).insert(1)])
+    _commit(task)
+    (value_key,) = task.store.keys_with_prefix(b"\x00\x01")
+    blob = task.store.get_raw(value_key)
+    task.store.apply({value_key: None}, 2)
+    task.close()
+    with pytest.raises(StoreInconsistent, match="1 large values its rows refer to are missing"):
+        _task(tmp_path / "s")
+    store = RocksDBStore(tmp_path / "s")
+    store.apply({value_key: blob, state_key("t", '{"id":1}'): None}, 3)
+    store.close()
+    with pytest.raises(StoreInconsistent, match="1 large values no row refers to"):
+        _task(tmp_path / "s")
+    store = RocksDBStore(tmp_path / "s")
+    assert store.get_raw(value_key) == blob, "nothing was deleted"
+    store.close()
+
+
+def test_a_store_rebuilt_from_the_changelog_forgets_only_what_the_changelog_lacks(
+    tmp_path: Path,
+) -> None:
+    """Rebuilt from the changelog alone, a store can still lack a value (the restore skipped
+    its damaged record): a value no row refers to is collected; a row whose value is missing
+    forgets that column (the rest of the row still fills), both written to the changelog."""
     table = ToastTable(doc_size=8_000)
     task = _task(tmp_path / "s")
     _feed(task, [table.insert(1), table.insert(2)])
@@ -353,7 +384,7 @@ def test_the_store_is_swept_when_a_task_opens(tmp_path: Path) -> None:
     task.store.apply({orphan: _ref(DOC).compressed, lost: None}, 2)
     task.close()
 
-    reopened = _task(tmp_path / "s")
+    reopened = _task(tmp_path / "s", rebuilt=True)
     changes = reopened.changes()
     assert changes[orphan] is None
     row = decode_state(changes[state_key("t", '{"id":2}')])
@@ -362,6 +393,28 @@ def test_the_store_is_swept_when_a_task_opens(tmp_path: Path) -> None:
     reopened.committed(changes, 3)
     assert reopened.state(state_key("t", '{"id":2}')).image == {"id": 2, "n": 0}
     assert dict(reopened.state(state_key("t", '{"id":1}')).image) == table.rows[1]
+
+
+def test_a_missing_or_damaged_large_value_read_in_the_rules_is_a_storage_error(
+    tmp_path: Path,
+) -> None:
+    """Read lazily inside the hydration rules, a value the store lacks or cannot read is the
+    store's failure: it passes through the core (never a dead letter for the record)."""
+    table = ToastTable(doc_size=8_000)
+    task = _task(tmp_path / "s")
+    _feed(task, [table.insert(1)])
+    _commit(task)
+    (value_key,) = task.store.keys_with_prefix(b"\x00\x01")
+    task.store.apply({value_key: None}, 2)
+    task._cache.clear()
+    with pytest.raises(StoreInconsistent):
+        _feed(task, [table.update(1)], first=1)
+    assert not task._sink.dead_letters  # type: ignore[attr-defined]
+    task.store.apply({value_key: b"\x01garbled"}, 3)
+    task.states.dirty.clear()
+    with pytest.raises(StoreCorrupted):
+        _feed(task, [table.update(1)], first=1)
+    assert not task._sink.dead_letters  # type: ignore[attr-defined]
 
 
 def test_repairs_write_a_dead_transactions_values_back_as_stored(tmp_path: Path) -> None:
@@ -450,7 +503,7 @@ def _check_store(task: Task, rows: dict[int, dict[str, Any]]) -> None:
         key = state_key("t", f'{{"id":{k}}}')
         stored = task.store.get_raw(key)
         assert stored is not None
-        assert dict(task._decode(key, stored).image) == row
+        assert dict(task.states._decode(key, stored).image) == row
     assert len(live) == len(rows)
 
 

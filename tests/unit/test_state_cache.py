@@ -6,13 +6,14 @@ from pathlib import Path
 
 from hydrator import exact
 from hydrator.engines.embedded.counts import RunCounts
-from hydrator.engines.embedded.task import CACHE_ENTRY_OVERHEAD, Task
+from hydrator.engines.embedded.task import Task
 from hydrator.engines.embedded.topology import Topology
 from hydrator.events import RawRecord
 from state.codec import encode_state
 from state.large import is_store_key
 from state.record import state_key
 from state.stores.rocksdb import RocksDBStore
+from state.task_store import CACHE_ENTRY_OVERHEAD
 from tests.harness.cdc_events import ToastTable
 from tests.support.core import debezium_hydrator
 from tests.unit.test_embedded_task import RecordingSink
@@ -74,7 +75,7 @@ def test_a_value_larger_than_a_quarter_of_the_budget_is_not_cached(tmp_path: Pat
 
 def test_a_row_larger_than_a_quarter_of_the_budget_is_not_cached(tmp_path: Path) -> None:
     task = _task(tmp_path, cache_bytes=40_000)
-    task.large_value_threshold = None  # every value in the row
+    task.states.large_value_threshold = None  # every value in the row
     table = ToastTable(doc_size=19_000)
     _insert_all(task, table, range(1))
     assert task.cache_used == 0 and not task._cache

@@ -22,12 +22,13 @@ from hydrator.engines.embedded.changelog import CommittedOffsets
 from hydrator.engines.embedded.clock import CatchUp
 from hydrator.engines.embedded.counts import RunCounts
 from hydrator.engines.embedded.local_handoffs import LocalHandoffs
-from hydrator.engines.embedded.restore import Restorer
+from hydrator.engines.embedded.restore import Restored, Restorer
 from hydrator.engines.embedded.state_dir import StateDirectory
 from hydrator.engines.embedded.task import DEFAULT_CACHE_BYTES, Sink, Task
 from hydrator.engines.embedded.topology import Topology
 from hydrator.errors import HydratorError
 from hydrator.kafka.offsets import OffsetProbe
+from state.errors import StorageError, StoreCorrupted
 from state.large import DEFAULT_COMPRESSION, DEFAULT_THRESHOLD
 
 log = logging.getLogger(__name__)
@@ -121,11 +122,23 @@ class Assignment:
 
     def _new_task(self, p: int, committed: CommittedOffsets, cache_bytes: int) -> Task:
         path = self._state_dir.store_path(self._topology.changelog_topic, p)
-        store, repairs = self._restorer.open(path, p, committed)
-        task = Task(
+        restored = self._restorer.open(path, p, committed)
+        try:
+            task = self._task(p, restored, cache_bytes)
+        except StoreCorrupted as exc:
+            # Found damaged while the task read its store (it disagrees with itself, say):
+            # rebuilt from the changelog, never corrected by deleting.
+            self._restorer.set_aside(path, p, exc)
+            restored = self._restorer.open(path, p, committed)
+            task = self._task(p, restored, cache_bytes)
+        task.repair(restored.repairs)
+        return task
+
+    def _task(self, p: int, restored: Restored, cache_bytes: int) -> Task:
+        return Task(
             p,
             self._hydrator,
-            store,
+            restored.store,
             self._topology,
             self._sink,
             self._counts,
@@ -133,9 +146,20 @@ class Assignment:
             self._large_value_threshold,
             self._large_value_compression,
             self._local_handoffs,
+            restored.rebuilt,
         )
-        task.repair(repairs)
-        return task
+
+    def set_aside(self, failure: StorageError) -> None:
+        """After a store failed while running (its task closed now): a damaged one is moved
+        aside, so that the task's next open rebuilds it from the changelog. Other failures (a
+        full disk, say) leave it: its files are sound."""
+        if not isinstance(failure, StoreCorrupted) or failure.path is None:
+            return
+        for p in range(self._topology.partitions):
+            path = self._state_dir.store_path(self._topology.changelog_topic, p)
+            if path == failure.path:
+                self._restorer.set_aside(path, p, failure)
+                return
 
     def _bounds(self, partitions: list[int]) -> dict[tuple[str, int], tuple[int, int]]:
         """(low watermark, end) of these partition numbers of every subscribed topic, now."""

@@ -19,25 +19,10 @@ from collections.abc import Iterable, Mapping
 
 from confluent_kafka import TopicPartition
 
-# The changelog and store key of a task's clock reading. State keys are `topic\x00key` with a
-# non-empty topic, so a key starting with NUL never collides with one; the store skips such keys
-# when it lists states.
-CLOCK_KEY = b"\x00processing-clock"
+from state.layout import CLOCK_KEY, decode_reading, encode_reading
 
-
-def encode_reading(ms: int) -> bytes:
-    return str(ms).encode()
-
-
-def decode_reading(data: bytes | None) -> int | None:
-    """A saved reading; None when there is none or it cannot be read (then the clock starts from
-    the wall clock, as a store from before the clock existed does)."""
-    if data is None:
-        return None
-    try:
-        return int(data)
-    except ValueError:
-        return None
+# The changelog and store key of a task's clock reading, and its bytes: state/layout.py.
+__all__ = ["CLOCK_KEY", "CatchUp", "ProcessingClock", "decode_reading", "encode_reading"]
 
 
 def wall_ms() -> int:

@@ -45,7 +45,7 @@ from hydrator.engines.embedded.counts import RunCounts
 from hydrator.engines.embedded.loop import StreamLoop
 from hydrator.engines.embedded.metrics import EmbeddedMetrics, Phase, partition_lag
 from hydrator.engines.embedded.progress import Progress, ProgressSink, Reporter
-from hydrator.engines.embedded.restore import Restorer, RestoreStopped
+from hydrator.engines.embedded.restore import Restorer, RestoreStopped, set_aside
 from hydrator.engines.embedded.sized_sink import SizeCheckedSink
 from hydrator.engines.embedded.state_dir import StateDirectory
 from hydrator.engines.embedded.topics import prepare_topology, record_limits
@@ -62,6 +62,8 @@ from hydrator.formats import codec_for
 from hydrator.kafka.client_config import ClientSettings, client_error
 from hydrator.kafka.offsets import OffsetProbe
 from hydrator.kafka.reachability import backoff_s, client_logger, wait_for_broker
+from hydrator.ops.dead_letter_ratio import check_dead_letters
+from state.errors import StorageError, StoreCorrupted
 
 if TYPE_CHECKING:
     from hydrator.engines.embedded.workers import Worker
@@ -185,6 +187,11 @@ class EmbeddedEngine:
                 self._run_recovering(clients, topology, state_dir)
         finally:
             state_dir.unlock()
+        if config.available_now and self.worker is None and not self._stop.is_set():
+            # (with --workers the supervisor checks the run's totals)
+            check_dead_letters(
+                self.counts["records"], self.counts["dead_letters"], config.max_dlq_ratio
+            )
 
     def _should_stop(self) -> bool:
         """Whether a stop was requested; every loop the engine waits in asks, so an answer
@@ -242,7 +249,7 @@ class EmbeddedEngine:
     def _run_recovering(
         self, clients: ClientSettings, topology: Topology, state_dir: StateDirectory
     ) -> None:
-        """`_run`, started again after each failure the broker caused."""
+        """`_run`, started again after each failure the broker or a local store caused."""
         restarts = 0
         while True:
             began = time.monotonic()
@@ -253,8 +260,11 @@ class EmbeddedEngine:
                 log.info("stopped during restore")
                 return
             except Exception as exc:
-                if not _broker_trouble(exc):
+                storage = isinstance(exc, StorageError)
+                if not (storage or _broker_trouble(exc)):
                     raise
+                if storage:  # whether or not the run goes on, the next open rebuilds it
+                    self._set_store_aside(exc, topology)  # type: ignore[arg-type]
                 if self._stop.is_set():
                     log.warning("stopped; the last batch was not committed: %s", _first_line(exc))
                     return
@@ -266,14 +276,26 @@ class EmbeddedEngine:
                 self.counts["restarts"] += 1
                 self.metrics.enter(Phase.RESTARTING)
                 log.warning(
-                    "Kafka failed (%s): restarting the engine in %.0f s (restart %d); the "
+                    "%s failed (%s): restarting the engine in %.0f s (restart %d); the "
                     "uncommitted batch is redone from the committed offsets",
+                    "the local state store" if storage else "Kafka",
                     _first_line(exc),
                     delay,
                     restarts,
                 )
             if not _sleep_unless(delay, self._should_stop) or not self._wait_for_broker(clients):
                 return
+
+    def _set_store_aside(self, failure: StorageError, topology: Topology) -> None:
+        """A store found damaged while running (its stores are closed now, the batch aborted) is
+        moved aside, and rebuilt from the changelog when the restarted run opens its task. Other
+        storage failures (a full disk, say) leave the store as it is: its files are sound."""
+        path = failure.path
+        if not isinstance(failure, StoreCorrupted) or path is None:
+            return
+        prefix = f"{topology.changelog_topic}-"
+        where = path.name if path.name.startswith(prefix) else str(path)
+        set_aside(path, where, failure, self.counts)
 
     def _run(self, clients: ClientSettings, topology: Topology, state_dir: StateDirectory) -> None:
         config = self.config
@@ -479,6 +501,7 @@ class _stop_on_signals:
     def __init__(self, stop: threading.Event, signals: StopSignals = STANDALONE) -> None:
         self._stop = stop
         self._signals = signals
+        self.worker_of_a_run = signals is WORKER
         self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> None:
@@ -496,7 +519,11 @@ class _stop_on_signals:
             raise KeyboardInterrupt
         if self._stop.is_set():
             return  # the same request again (a worker may hear it from systemd and its supervisor)
-        log.info("%s received: stopping after the current batch", name)
+        if self.worker_of_a_run:
+            # The supervisor passes every stop on as SIGTERM, and says what it received.
+            log.info("%s received (the run is stopping): stopping after the current batch", name)
+        else:
+            log.info("%s received: stopping after the current batch", name)
         self._stop.set()
 
     def __exit__(self, *exc: object) -> None:

@@ -7,6 +7,11 @@ faster than the engine), a batch stays open up to `backlog_commit_interval_ms` i
 transaction costs the same whatever it holds, and a key that changes again within one is written
 to state and changelog once, so the backlog drains sooner. Its records have waited anyway; once
 the engine has caught up, batches commit at `commit_interval_ms` again.
+A local store that fails under a read or a write (StorageError: a damaged block, a missing file,
+a row without its large value, also read inside the hydration rules) costs no record: the open
+batch is aborted, the damaged store moved aside, every task reopened (the damaged one rebuilt
+from the changelog) and the inputs read again from the committed offsets, in the same process
+and without leaving the consumer group.
 Each task is given its own processing-clock time, and fires timers only once it has caught up
 with what was waiting in its partitions when it was assigned (clock.py).
 """
@@ -19,7 +24,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, TopicPartition
 
 from hydrator.core.hydrator import read_handoff
 from hydrator.core.records import DeadLetter
@@ -34,6 +39,7 @@ from hydrator.engines.embedded.topology import Topology
 from hydrator.engines.embedded.transaction import TransactionalWriter
 from hydrator.engines.embedded.watchdog import blocking
 from hydrator.events import RawRecord
+from state.errors import StorageError
 
 log = logging.getLogger(__name__)
 
@@ -122,15 +128,10 @@ class StreamLoop:
         )
         try:
             while not should_stop():
-                messages = self._next_batch()
-                for msg in messages:
-                    self._dispatch(msg)
-                if messages:
-                    self._fit_batch(messages)
-                    self._writer.serve_deliveries()
-                self._fire_timers()
-                if self._commit_due():
-                    self.commit()
+                try:
+                    self._turn()
+                except StorageError as exc:
+                    self._recover(exc)
                 self._metrics.loop_turned(
                     self._batch_started, self._consumer, self._assignment, self._topology
                 )
@@ -148,6 +149,60 @@ class StreamLoop:
             raise
         finally:
             self._progress.log()
+
+    def _turn(self) -> None:
+        """Consume a batch, process it, fire timers, commit when due."""
+        messages = self._next_batch()
+        for msg in messages:
+            self._dispatch(msg)
+        if messages:
+            self._fit_batch(messages)
+            self._writer.serve_deliveries()
+        self._fire_timers()
+        if self._commit_due():
+            self.commit()
+
+    def _recover(self, failure: StorageError) -> None:
+        """A local store failed: drop the open batch (nothing of it is committed), move the
+        damaged store aside, reopen every task (restored from its changelog; the damaged one
+        rebuilt) and read the inputs again from the committed offsets."""
+        log.warning(
+            "the local state store failed (%s): the open batch is aborted and redone from the "
+            "committed offsets",
+            failure,
+        )
+        self._counts.totals["storage_failures"] += 1
+        self._abandon_batch()
+        partitions = list(self._assignment.partitions)
+        self._assignment.close_all()
+        self._assignment.set_aside(failure)
+        self._metrics.enter(Phase.RESTORING)
+        every = [
+            TopicPartition(topic, p)
+            for topic in self._topology.subscription
+            for p in range(self._topology.partitions)
+        ]
+        with blocking("committed offsets", COMMITTED_TIMEOUT_S):
+            self._committed.load(self._consumer.committed(every, COMMITTED_TIMEOUT_S))
+        self._assignment.open(partitions, self._committed)
+        for tp in partitions:
+            offset = self._committed.of(tp.topic, tp.partition)
+            if offset < 0:  # nothing committed yet: from where the partition was first read
+                offset = 0 if self._from_first_record else OFFSET_BEGINNING
+            self._consumer.seek(TopicPartition(tp.topic, tp.partition, offset))
+        # --available-now pauses a partition it has read to its goal: it must be read again.
+        self._consumer.resume(partitions)
+        self._metrics.enter(Phase.RUNNING)
+
+    def _abandon_batch(self) -> None:
+        """Abort the open transaction; the batch's counts and sizes go with it."""
+        self._writer.abort()
+        self._counts.discarded()
+        self._uncommitted = 0
+        self._uncommitted_bytes = 0
+        for task in self._assignment.tasks.values():
+            task.written_bytes = 0
+        self._batch_started = None
 
     def _next_batch(self) -> list[Message]:
         """The records that have arrived, up to the batch limit; when none has, waits for the
@@ -338,20 +393,27 @@ class StreamLoop:
         if self._failed:
             self._assignment.close(partitions)
             return
-        self.commit(checkpoint_clocks=True)
+        try:
+            self.commit(checkpoint_clocks=True)
+        except StorageError as exc:
+            # The next assignment reads on from the committed offsets and reopens the tasks.
+            log.warning(
+                "the local state store failed (%s): the open batch is aborted and redone from "
+                "the committed offsets",
+                exc,
+            )
+            self._counts.totals["storage_failures"] += 1
+            self._abandon_batch()
+            self._assignment.close_all()
+            self._assignment.set_aside(exc)
+            return
         self._assignment.suspend(partitions)
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # Someone else owns them now: our open batch must not commit, and every task's
         # uncommitted state went with it.
         log.warning("partitions lost: %s", sorted({tp.partition for tp in partitions}))
-        self._writer.abort()
-        self._counts.discarded()
-        self._uncommitted = 0
-        self._uncommitted_bytes = 0
-        for task in self._assignment.tasks.values():
-            task.written_bytes = 0
-        self._batch_started = None
+        self._abandon_batch()
         self._assignment.close_all()
 
     # -- available-now -----------------------------------------------------------------------

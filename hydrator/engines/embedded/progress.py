@@ -1,5 +1,6 @@
-"""One log line every few seconds: throughput, lag per input, parked keys, dead letters; and a
-warning when unresolved events or dead letters jump (hydrator/ops/jumps.py).
+"""One log line every few seconds: throughput, lag per input, filled columns, unresolved
+events, parked keys, dead letters; and a warning when unresolved events or dead letters jump
+(hydrator/ops/jumps.py).
 
 The line is the run's. With --workers the supervisor logs it (`RunProgress`), from what each
 worker reports (`Reporter`), so it shows the same totals a run in one process would.
@@ -14,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from hydrator.ops.count_line import headline_counts
 from hydrator.ops.jumps import JumpWatch
 
 log = logging.getLogger("hydrator.progress")
@@ -58,14 +60,23 @@ class Progress:
         parked = self._parked()
         counts = {name: n for name, n in self._counts.items() if n}
         log.info(
-            "%.0f records/s, lag %s, parked %d, dead letters %d, records %d, commits %d",
+            "%.0f records/s, filled columns %d, unresolved events %d, lag %s, parked %d, "
+            "dead letters %d, records %d, commits %d",
             rate,
+            self._counts["filled_columns"],
+            self._counts["unresolved_events"],
             lag,
             parked,
             self._counts["dead_letters"],
             records,
             self._counts["commits"],
-            extra={"counts": counts, "lag": lags, "parked_keys": parked, "rate": round(rate, 1)},
+            extra={
+                "counts": counts,
+                "lag": lags,
+                "parked_keys": parked,
+                "rate": round(rate, 1),
+                **headline_counts(self._counts),
+            },
         )
         for jump in self._jumps.check(self._counts, records):
             log.warning(
@@ -150,6 +161,12 @@ class RunProgress:
             self._shown = {**self._at_end, **self._running}
             self._sum()
             self._progress.log()
+
+    @property
+    def totals(self) -> Counter[str]:
+        """The run's counts: every worker's, ended processes included."""
+        self._sum()
+        return self._totals
 
     def _sum(self) -> None:
         self._totals.clear()

@@ -5,12 +5,15 @@ A store that has no such offset, or one the changelog does not have (the topic w
 is wiped and rebuilt from the beginning. Records of a transaction that never committed are
 skipped and their keys handed back for repair (see changelog.py).
 
-Damage is not fatal: a store whose files RocksDB reports as corrupt is moved aside (kept for
-inspection, named in a warning) and rebuilt from the changelog, and a changelog record that
+Damage is not fatal: a store whose files RocksDB reports as corrupt (a bad checksum in any block,
+read once at open; a missing MANIFEST or table file; a store path that is no directory), or that
+disagrees with itself (task.py), is moved aside (kept for inspection, named in a warning) and
+rebuilt from the changelog, and a changelog record that
 cannot be decoded is skipped, its key forgotten (no state is better than a wrong one), and
 reported with its offset and reason. A large value's record (state/large.py) is checked against
 its digest; a bad one is skipped the same way, and the task that opens the store next makes its
-row forget that column (task.py). A stop request ends a restore between two fetches.
+row forget that column (state/task_store.py: only in a store rebuilt from the changelog, which
+lacks the value too). A stop request ends a restore between two fetches.
 
 With --workers, the store of a task may still be open in the worker that ran the task before a
 rebalance (it lets go at its own next assignment, or at its exit): opening waits for it.
@@ -23,7 +26,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
@@ -33,8 +36,10 @@ from hydrator.errors import Stopped
 from hydrator.kafka.offsets import TIMEOUT_S as PROBE_TIMEOUT_S
 from hydrator.kafka.offsets import OffsetProbe
 from state.codec import decode_state
+from state.errors import StorageError, StoreCorrupted
 from state.large import is_store_key, split_store_key, unpack_value
-from state.stores.rocksdb import CHANGELOG_OFFSET_KEY, META_PREFIX, RocksDBStore, StoreCorrupted
+from state.layout import CHANGELOG_OFFSET_KEY, META_PREFIX
+from state.stores.rocksdb import RocksDBStore
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +54,30 @@ _STORE_LOCK_RETRY_S = 0.1
 
 class RestoreStopped(Stopped):
     """A stop was requested while a store was being restored."""
+
+
+class Restored(NamedTuple):
+    """A task's store, restored to the changelog's end."""
+
+    store: RocksDBStore
+    repairs: list[bytes]  # keys a dead transaction wrote, which the task must write again
+    rebuilt: bool  # restored from the changelog's start: it holds what the changelog holds
+
+
+def set_aside(path: Path, where: str, problem: StorageError, counts: Counter[str]) -> Path | None:
+    """Move the damaged store at `path` aside (kept for inspection, named in a warning), so the
+    next open rebuilds it from the changelog; None when there is nothing at `path`."""
+    if not path.exists() and not path.is_symlink():
+        return None
+    aside = RocksDBStore.move_aside(path)
+    counts["damaged_stores"] += 1
+    log.warning(
+        "%s: the local store is damaged (%s); moved it to %s and rebuilding it from the changelog",
+        where,
+        problem,
+        aside,
+    )
+    return aside
 
 
 class Restorer:
@@ -69,9 +98,7 @@ class Restorer:
         self._should_stop = should_stop
         self._counts = counts if counts is not None else Counter()
 
-    def open(
-        self, path: Path, partition: int, committed: changelog.CommittedOffsets
-    ) -> tuple[RocksDBStore, list[bytes]]:
+    def open(self, path: Path, partition: int, committed: changelog.CommittedOffsets) -> Restored:
         """The store of changelog partition `partition`, restored to the changelog's end, and
         the keys a dead transaction wrote, which the task must write again. `committed`: the
         group's committed offsets, by which a record's transaction is judged."""
@@ -80,7 +107,8 @@ class Restorer:
         with blocking(f"{self._topic}-{partition} watermarks", 3 * PROBE_TIMEOUT_S):
             low, high = self._probe.watermarks(self._topic, partition)
         start = store.changelog_offset
-        if start is None or not low <= start <= high:
+        rebuilt = start is None or not low <= start <= high
+        if rebuilt:
             if start is not None or next(store.raw_items(), None) is not None:
                 log.warning(
                     "%s-%d: local store at offset %s is outside the changelog [%d, %d]; rebuilding",
@@ -108,7 +136,10 @@ class Restorer:
                 time.monotonic() - began,
                 f"; {len(repairs)} keys of a transaction that never committed" if repairs else "",
             )
-        return store, list(repairs)
+        return Restored(store, list(repairs), rebuilt)
+
+    def set_aside(self, path: Path, partition: int, problem: StorageError) -> Path | None:
+        return set_aside(path, f"{self._topic}-{partition}", problem, self._counts)
 
     def _open_store(self, path: Path, partition: int) -> RocksDBStore:
         """The local store at `path`; a damaged one is moved aside and an empty one opened (the
@@ -121,16 +152,7 @@ class Restorer:
         except StoreCorrupted as exc:
             if store is not None:
                 store.close()
-            aside = RocksDBStore.move_aside(path)
-            self._counts["damaged_stores"] += 1
-            log.warning(
-                "%s-%d: the local store is damaged (%s); moved it to %s and rebuilding it from "
-                "the changelog",
-                self._topic,
-                partition,
-                exc,
-                aside,
-            )
+            self.set_aside(path, partition, exc)
             return RocksDBStore(path)
 
     def _open_when_free(self, path: Path, partition: int) -> RocksDBStore:

@@ -10,6 +10,7 @@ from confluent_kafka.admin import AdminClient
 
 from hydrator.engines.embedded.topology import Topology
 from hydrator.errors import ConfigurationError
+from hydrator.internal_topics import internal_topic_clash
 from hydrator.kafka.admin import ensure_topics, max_message_bytes, partition_counts
 from hydrator.kafka.record_limits import RecordLimits, TopicLimits
 
@@ -44,6 +45,10 @@ def prepare_topology(
     max_record_bytes: int | None = None,
 ) -> Topology:
     outputs = output_topics(inputs, output_topic, output_suffix)
+    clash = internal_topic_clash(application_id, outputs)
+    if clash is not None:
+        option = "--output-topic" if output_topic is not None else "--output-suffix"
+        raise TopologyError(f"{option}: {clash}")
     partitions = _input_partitions(admin, inputs)
     topology = Topology(application_id, outputs, partitions)
     if max_record_bytes is not None:

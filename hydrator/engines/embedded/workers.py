@@ -61,6 +61,7 @@ from hydrator.engines.embedded.progress import Report, RunProgress
 from hydrator.engines.embedded.state_dir import StateDirectory
 from hydrator.engines.embedded.watchdog import EXIT_STOPPED
 from hydrator.kafka.reachability import backoff_s
+from hydrator.ops.dead_letter_ratio import EXIT_TOO_MANY_DEAD_LETTERS, too_many_dead_letters
 
 log = logging.getLogger(__name__)
 
@@ -304,6 +305,7 @@ class Supervisor:
         self._started = self.context.Event()
         self._gate_open = False
         self._stop_requests = 0
+        self._signals_received: list[str] = []  # in order, for the log
         self._stops_seen = 0
         self._progress = RunProgress(self.config.progress_interval_s)
         self._cause: int | None = None
@@ -319,7 +321,8 @@ class Supervisor:
           would, and the run exits with it;
         * stopped by SIGTERM/SIGINT: 0 when every worker stopped cleanly, else the first code
           a worker ended with that was not 0;
-        * --available-now: 0 once every worker has finished."""
+        * --available-now: 0 once every worker has finished, EXIT_TOO_MANY_DEAD_LETTERS when
+          the run dead-lettered more than --max-dlq-ratio of what it read."""
         state_dir = StateDirectory(self.config.state_dir, self.config.application_id)
         state_dir.lock()
         try:
@@ -329,7 +332,16 @@ class Supervisor:
                 self._supervise()
         finally:
             state_dir.unlock()
-        return run_exit_code(self._cause, self._ends)
+        code = run_exit_code(self._cause, self._ends)
+        if code == 0 and self.config.available_now and not self._stops_seen:
+            totals = self._progress.totals
+            line = too_many_dead_letters(
+                totals["records"], totals["dead_letters"], self.config.max_dlq_ratio
+            )
+            if line is not None:
+                log.error(line)
+                return EXIT_TOO_MANY_DEAD_LETTERS
+        return code
 
     @contextlib.contextmanager
     def _serving_metrics(self) -> Iterator[None]:
@@ -354,8 +366,9 @@ class Supervisor:
         finally:
             server.close()
 
-    def _stop_requested(self) -> None:
+    def _stop_requested(self, signum: int) -> None:
         self._stop_requests += 1
+        self._signals_received.append(signal.Signals(signum).name)
 
     @property
     def _stopping(self) -> bool:
@@ -394,11 +407,13 @@ class Supervisor:
     def _pass_stops_on(self) -> None:
         while self._stops_seen < self._stop_requests:
             self._stops_seen += 1
+            name = self._signals_received[self._stops_seen - 1]
             if self._stops_seen == 1:
-                log.info("stop requested: the workers commit and stop")
+                # The workers are told with SIGTERM whatever came (Ctrl-C: SIGINT): they say so.
+                log.info("%s received: the workers commit and stop (sent SIGTERM)", name)
                 self._signal_all(signal.SIGTERM)
             else:
-                log.warning("stop requested again: the workers stop now, without committing")
+                log.warning("%s received again: the workers stop now, without committing", name)
                 self._signal_all(signal.SIGINT)
 
     def _open_gate(self) -> None:
@@ -519,7 +534,7 @@ def _describe(exitcode: int) -> str:
 class _signals_counted:
     """SIGINT and SIGTERM count as stop requests while the supervisor runs."""
 
-    def __init__(self, on_signal: Callable[[], None]) -> None:
+    def __init__(self, on_signal: Callable[[int], None]) -> None:
         self._on_signal = on_signal
         self._previous: dict[int, Any] = {}
 
@@ -528,7 +543,7 @@ class _signals_counted:
             self._previous[sig] = signal.signal(sig, self._handle)
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
-        self._on_signal()
+        self._on_signal(signum)
 
     def __exit__(self, *exc: object) -> None:
         for sig, handler in self._previous.items():

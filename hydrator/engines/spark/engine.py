@@ -24,12 +24,20 @@ from hydrator.engines.spark.clock import CatchUpGate, CatchUpListener, DowntimeL
 from hydrator.engines.spark.metrics import SparkMetrics
 from hydrator.engines.spark.parked import parked_summary, stored_totals
 from hydrator.engines.spark.query import COUNTERS, OBSERVATION, QuerySpec, writer
-from hydrator.engines.spark.session import spark_session
+from hydrator.engines.spark.session import (
+    QUIET_LOGGERS,
+    STOPPING_LOGGERS,
+    quiet_logs,
+    spark_session,
+)
 from hydrator.engines.spark.stateful import HydratorSpec, Topics
+from hydrator.internal_topics import internal_topic_clash
 from hydrator.kafka.admin import TopicSpec, ensure_topics, max_message_bytes, partition_counts
 from hydrator.kafka.client_config import ClientSettings, client_error
 from hydrator.kafka.offsets import OffsetProbe
 from hydrator.kafka.record_limits import TopicLimits
+from hydrator.ops.count_line import HEADLINE, describe_counts, headline_counts
+from hydrator.ops.dead_letter_ratio import check_dead_letters
 from hydrator.ops.jumps import JumpWatch
 
 log = logging.getLogger("hydrator.spark")
@@ -54,6 +62,11 @@ class SparkEngine:
         self.metrics = SparkMetrics(config.application_id, config.input_topics)
         self._stop = threading.Event()
         self._query: StreamingQuery | None = None
+        self._spark: SparkSession | None = None
+        # --available-now: records read and dead-lettered, over the runs of the query
+        self._read: Counter[str] = Counter()
+        # At --log-level debug Spark says all it has to say.
+        self._quiet = config.log_level.upper() != "DEBUG"
 
     # -- set-up --------------------------------------------------------------------------------
 
@@ -72,6 +85,14 @@ class SparkEngine:
             client = _checked_client(kind, config, self.config.kafka_properties)
             if isinstance(client, Consumer):
                 client.close()
+
+    def _check_output_names(self) -> None:
+        config = self.config
+        outputs = output_topics(config.input_topics, config.output_topic, config.output_suffix)
+        clash = internal_topic_clash(config.application_id, outputs)
+        if clash is not None:
+            option = "--output-topic" if config.output_topic is not None else "--output-suffix"
+            raise TopologyError(f"{option}: {clash}")
 
     def _admin(self) -> AdminClient:
         return _checked_client(AdminClient, self._clients().admin(), self.config.kafka_properties)
@@ -144,11 +165,19 @@ class SparkEngine:
         # From the first moment: a signal while the session starts up, or just as the query
         # starts, must stop the run cleanly rather than kill the process.
         self._stop_on_signals()
+        self._check_output_names()
         self._check_client_properties()
         partitions = self._input_partitions()
         # As many shuffle partitions as input partitions, the parallelism the source has: each
         # is a state store committed and a Python task run per micro-batch, a fixed cost.
         spark = spark_session(self.config.application_id, self.master, partitions, self.spark_conf)
+        # The SparkContext replaced the SIGINT handler with its own (cancel every job, raise
+        # KeyboardInterrupt in whatever Py4J call the main thread is in): Ctrl-C stops as
+        # SIGTERM does instead.
+        self._stop_on_signals()
+        self._spark = spark
+        if self._quiet:
+            quiet_logs(spark, QUIET_LOGGERS)
         log.info("Spark master %s; checkpoint %s", spark.sparkContext.master, self.checkpoint)
         # Through Spark's own filesystem (a URI needs its connector), before any topic is
         # created: a bad --state-dir must not leave topics behind.
@@ -157,6 +186,7 @@ class SparkEngine:
         topics, sizes = self._topics(partitions)
         progress = _Progress(self.config.progress_interval_s)
         spark.streams.addListener(progress)
+        heartbeat = _Heartbeat(progress)
         self.metrics.attach(spark, *self._stored_at_start(spark))
         # Downtime is counted from here: the session's start-up is not processing either.
         ledger = DowntimeLedger(checkpoint)
@@ -172,13 +202,17 @@ class SparkEngine:
             else:
                 self._continuous(spark, spec)
         finally:
+            heartbeat.stop()
             ledger.stop()
             shipped.close()
             self.metrics.detach()
             spark.streams.removeListener(catch_up)
             spark.streams.removeListener(progress)
-            counts = dict(progress.totals)
-            log.info("totals: %s", counts, extra={"counts": counts})
+            progress.log_totals()
+        if self.config.available_now and not self._stop.is_set():
+            check_dead_letters(
+                self._read["records"], self._read["dead_letters"], self.config.max_dlq_ratio
+            )
 
     def _stored_at_start(self, spark: SparkSession) -> tuple[int, int]:
         """Parked keys and state bytes in the checkpoint, when metrics are served (their gauges
@@ -206,6 +240,10 @@ class SparkEngine:
             self._running(query)
             query.awaitTermination()
             run = observed(query)
+            self._read.update(
+                records=sum(p.numInputRows for p in query.recentProgress),
+                dead_letters=run["dead_letters"],
+            )
             counts = {k: v for k, v in run.items() if v}
             log.info("available-now run: %s", counts, extra={"counts": counts})
             if run["handoffs_sent"]:
@@ -229,20 +267,40 @@ class SparkEngine:
         producer.flush(30)
 
     def _stop_on_signals(self) -> None:
+        """SIGINT (Ctrl-C) and SIGTERM alike: stop the query, in another thread (the handler
+        runs in the main thread, which may be inside a Py4J call: a second call from it would
+        break the connection). The batch in progress is abandoned and redone at the next
+        start; what was committed stays."""
+
         def stop(signum: int, _frame: Any) -> None:
-            log.info("signal %d: stopping the query after its current batch", signum)
+            if self._stop.is_set():
+                return  # stopping already
+            log.info(
+                "signal %d: stopping the query after its current batch (%s)",
+                signum,
+                signal.Signals(signum).name,
+            )
             self._stop.set()
             if self._query is not None:
-                threading.Thread(target=self._query.stop, daemon=True).start()
+                self._stop_query(self._query)
 
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, stop)
+
+    def _stop_query(self, query: StreamingQuery) -> None:
+        def stopping() -> None:
+            if self._quiet and self._spark is not None:
+                # the abandoned batch's killed tasks and aborted write: expected, not errors
+                quiet_logs(self._spark, STOPPING_LOGGERS)
+            query.stop()
+
+        threading.Thread(target=stopping, name="stop-query", daemon=True).start()
 
     def _running(self, query: StreamingQuery) -> None:
         """The query a signal stops from now on; one that came while it started stops it now."""
         self._query = query
         if self._stop.is_set():
-            threading.Thread(target=query.stop, daemon=True).start()
+            self._stop_query(query)
 
 
 def _checked_client(kind: Any, config: Mapping[str, Any], properties: Mapping[str, str]) -> Any:
@@ -266,14 +324,17 @@ def observed(query: StreamingQuery) -> Counter[str]:
 
 class _Progress(StreamingQueryListener):
     """Sums the observed counters of every micro-batch and logs a line every interval, with a
-    warning when unresolved events or dead letters jump (hydrator/ops/jumps.py)."""
+    warning when unresolved events or dead letters jump (hydrator/ops/jumps.py). The line comes
+    while the stream is idle too (`_Heartbeat`), so a quiet run still shows it is alive."""
 
     def __init__(self, interval_s: float) -> None:
         self.totals: Counter[str] = Counter()
         self.interval_s = interval_s
+        self._lock = threading.Lock()
         self._last_log = time.monotonic()
         self._rows_since = 0
         self._rows = 0
+        self._batch: int | None = None
         self._jumps = JumpWatch()
 
     def onQueryStarted(self, event: Any) -> None:
@@ -282,20 +343,34 @@ class _Progress(StreamingQueryListener):
     def onQueryProgress(self, event: Any) -> None:
         progress = event.progress
         row = progress.observedMetrics.get(OBSERVATION)
-        if row is not None:
-            self.totals.update({name: int(row[name] or 0) for name in COUNTERS})
-        self._rows_since += progress.numInputRows
-        self._rows += progress.numInputRows
-        now = time.monotonic()
-        if now - self._last_log >= self.interval_s:
+        with self._lock:
+            if row is not None:
+                self.totals.update({name: int(row[name] or 0) for name in COUNTERS})
+            self._rows_since += progress.numInputRows
+            self._rows += progress.numInputRows
+            self._batch = progress.batchId
+        self.maybe_log()
+
+    def maybe_log(self) -> None:
+        """The progress line, when the interval has passed since the last one."""
+        with self._lock:
+            now = time.monotonic()
+            if now - self._last_log < self.interval_s:
+                return
             rate = self._rows_since / (now - self._last_log)
-            counts = {k: v for k, v in self.totals.items() if v}
+            figures = {"records": self._rows, **self.totals}
+            shown = "no batch yet" if self._batch is None else f"batch {self._batch}"
             log.info(
-                "batch %d: %.0f records/s; totals %s",
-                progress.batchId,
+                "%s: %.0f records/s; %s",
+                shown,
                 rate,
-                counts,
-                extra={"counts": counts, "records": self._rows, "rate": round(rate, 1)},
+                describe_counts(figures, ("records", *HEADLINE)),
+                extra={
+                    "counts": _nonzero(self.totals),
+                    "records": self._rows,
+                    "rate": round(rate, 1),
+                    **headline_counts(self.totals),
+                },
             )
             for jump in self._jumps.check(self.totals, self._rows):
                 log.warning(
@@ -304,9 +379,41 @@ class _Progress(StreamingQueryListener):
                 )
             self._last_log, self._rows_since = now, 0
 
+    def log_totals(self) -> None:
+        with self._lock:
+            figures = {"records": self._rows, **self.totals}
+            log.info(
+                "totals: %s",
+                describe_counts(figures, ("records", *HEADLINE)),
+                extra={"counts": _nonzero(self.totals), "records": self._rows},
+            )
+
     def onQueryIdle(self, event: Any) -> None:
         pass
 
     def onQueryTerminated(self, event: Any) -> None:
         if event.exception:
             log.error("query %s failed: %s", event.id, event.exception)
+
+
+def _nonzero(counts: Mapping[str, int]) -> dict[str, int]:
+    return {name: n for name, n in counts.items() if n}
+
+
+class _Heartbeat:
+    """Asks for the progress line every second, so that it comes while no batch runs (an idle
+    stream, a restart with nothing new) as while batches do."""
+
+    def __init__(self, progress: _Progress) -> None:
+        self._progress = progress
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="progress-heartbeat", daemon=True)
+        self._thread.start()
+
+    def _beat(self) -> None:
+        while not self._done.wait(1.0):
+            self._progress.maybe_log()
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join(5)

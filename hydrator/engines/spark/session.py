@@ -41,12 +41,60 @@ def spark_session(
     }
     submitted = _submitted_settings()
     settings = {k: v for k, v in defaults.items() if k not in submitted}
+    settings |= loopback_defaults(master if "spark.master" not in submitted else "", conf or {})
     builder = SparkSession.builder
     for name, value in {**settings, **(conf or {})}.items():
         builder = builder.config(name, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+LOOPBACK = "127.0.0.1"
+_DRIVER_ADDRESS = ("spark.driver.host", "spark.driver.bindAddress")
+
+
+def loopback_defaults(master: str, conf: Mapping[str, str]) -> dict[str, str]:
+    """A local master (`local`, `local[*]`, `local[N,F]`) runs everything in this process:
+    its driver listens on loopback, not on the first non-loopback address Spark would pick
+    (reachable from the network, and a warning at every start). Unless the user chose an
+    address: SPARK_LOCAL_IP or either driver setting. (Taking effect at the JVM's launch,
+    SPARK_LOCAL_IP is set here too: the JVM reads it before any setting.)"""
+    if not master.startswith("local") or "SPARK_LOCAL_IP" in os.environ:
+        return {}
+    if any(name in conf for name in _DRIVER_ADDRESS):
+        return {}
+    os.environ["SPARK_LOCAL_IP"] = LOOPBACK
+    return dict.fromkeys(_DRIVER_ADDRESS, LOOPBACK)
+
+
+# Spark's log lines that say nothing to act on at the default level (`--log-level debug` keeps
+# them): an idle stream's no-data batches "falling behind" the trigger, the listener bus's
+# stack traces when a listener's process is going away, start-up remarks about AQE and the
+# data source's registration. A query's failure is still told: the engine logs it.
+_STREAMING = "org.apache.spark.sql.execution.streaming.runtime"
+QUIET_LOGGERS = {
+    f"{_STREAMING}.ProcessingTimeExecutor": "ERROR",
+    f"{_STREAMING}.StreamingQueryListenerBus": "OFF",
+    f"{_STREAMING}.ResolveWriteToStream": "ERROR",
+    f"{_STREAMING}.MicroBatchExecution": "ERROR",
+    "org.apache.spark.sql.execution.datasources.DataSourceManager": "ERROR",
+}
+# What stopping a query mid-batch makes Spark (and Hadoop, under it) say: the batch's tasks
+# killed, its write aborted (it is redone from the checkpoint at the next start), its state
+# store commit interrupted, job groups already gone. Once a stop is under way nothing else is
+# going on to report; the hydrator's own lines say what was committed.
+STOPPING_LOGGERS = dict.fromkeys(("org.apache.spark", "org.apache.hadoop", *QUIET_LOGGERS), "OFF")
+
+
+def quiet_logs(spark: SparkSession, levels: Mapping[str, str]) -> None:
+    """Set the level of each of Spark's (log4j's) loggers named; the caller leaves them be at
+    the hydrator's debug level."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    log4j = jvm.org.apache.logging.log4j
+    for name, level in levels.items():
+        log4j.core.config.Configurator.setLevel(name, log4j.Level.toLevel(level))
 
 
 def _submitted_settings() -> set[str]:
