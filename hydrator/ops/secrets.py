@@ -44,7 +44,7 @@ _SECRET_PARTS = [
         r"(?i)(?:^|(?<=[\s;&?,]))"
         r"(?:password|passwd|pwd|passphrase|secret|client_secret|token|access_token|api[_-]?key"
         r"|account[_-]?key|shared[_-]?access[_-]?key|sig)"
-        r"""\s*=\s*(?P<secret>"[^"]*"|'[^']*'|[^\s;&,"']+)"""
+        r"""\s*=\s*(?P<secret>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|[^\s;&,"']+)"""
     ),
     re.compile(r"(?i)\bbearer\s+(?P<secret>[A-Za-z0-9._~+/=-]{8,})"),
     re.compile(r"PRIVATE KEY-----(?P<secret>.*?)-----END", re.DOTALL),  # PEM
@@ -103,6 +103,15 @@ def secret_parts(text: str) -> list[str]:
             if part:
                 found.append(part)
     return found
+
+
+# libpq's keyword form (`password=...`, quoted or not), also as a URI query parameter.
+_KEYWORD_PASSWORD = re.compile(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]+)", re.IGNORECASE)
+
+
+def mask_dsn(text: str) -> str:
+    """A database connection string with its password masked, in URI or keyword form."""
+    return _KEYWORD_PASSWORD.sub(lambda m: f"{m.group(1)}{MASK}", mask_urls(text))
 
 
 def mask_setting(name: str, value: str) -> str:
