@@ -87,6 +87,7 @@ def test_names_of_classes_and_plain_settings_are_not_secret(name: str) -> None:
         ("postgres://:pw-1234@h:5432/db", "postgres://:***@h:5432/db"),
         ("host=h user=u password=pw-1234 dbname=d", "host=h user=u password=*** dbname=d"),
         ("host=h password='pw 1234' dbname=d", "host=h password=*** dbname=d"),
+        ("host=h password='p\\'w 1234' dbname=d", "host=h password=*** dbname=d"),
         (
             "jdbc:postgresql://h/db?user=u&password=pw-1234&ssl=true",
             "jdbc:postgresql://h/db?user=u&password=***&ssl=true",
