@@ -168,11 +168,6 @@ def _fill_before(
         if settings.fill_before and image is not None:
             # every value of it is rendered: read the large ones now (state/large.py)
             patch.whole_before = materialized(image)
-            # A column the row has that the image lacks (an earlier event left it unresolved,
-            # and unresolved values are not stored) is not known: say so.
-            named = before if before is not None else event.after
-            if named and event.cell_times is None and event.absent is Absent.DROPPED:
-                return [column for column in named if column not in image]
         return []
     unresolved = fill(event.missing_before, image, patch.before)
     if event.absent is Absent.MISSING:
