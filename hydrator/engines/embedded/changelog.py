@@ -34,7 +34,7 @@ from confluent_kafka import TopicPartition
 
 HEADER = "hydrator.offsets"
 WITNESS = "hydrator.witness"
-Headers = list[tuple[str, bytes]] | None
+Headers = list[tuple[str, bytes | None]] | None
 _NONE: Mapping[str, int] = MappingProxyType({})
 
 

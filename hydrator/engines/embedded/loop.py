@@ -39,6 +39,7 @@ from hydrator.engines.embedded.topology import Topology
 from hydrator.engines.embedded.transaction import TransactionalWriter
 from hydrator.engines.embedded.watchdog import blocking
 from hydrator.events import RawRecord
+from hydrator.kafka import consumed
 from state.errors import StorageError
 
 log = logging.getLogger(__name__)
@@ -248,7 +249,7 @@ class StreamLoop:
             check_topic_error(self._topology, msg.topic(), error)
             log.warning("consumer error: %s", error)
             return
-        task = self._assignment.tasks.get(msg.partition())
+        task = self._assignment.tasks.get(consumed.partition(msg))
         if task is None:
             log.warning("record of unowned partition %s-%d", msg.topic(), msg.partition())
             return
@@ -256,12 +257,12 @@ class StreamLoop:
             self._batch_started = time.monotonic()
         self._uncommitted += 1
         record = RawRecord(
-            msg.topic(),
-            msg.partition(),
-            msg.offset(),
+            consumed.topic(msg),
+            consumed.partition(msg),
+            consumed.offset(msg),
             msg.key(),
             msg.value(),
-            tuple(msg.headers() or ()),
+            tuple(consumed.headers(msg) or ()),
             msg.timestamp()[1],
         )
         if record.topic != self._topology.handoff_topic:
