@@ -1,6 +1,6 @@
 """`python -m bench`: the benchmarks (bench/README.md).
 
-python -m bench [options]            every runner on one pre-loaded workload: one table
+python -m bench [options]            every runner on two pre-loaded backlogs, timed marginally
 python -m bench latency [options]    end-to-end latency and RSS over time at a steady rate
 python -m bench profile [options]    cProfile of the embedded engine on the workload
 """
@@ -20,6 +20,7 @@ RUNNER_KEYS = (
     "copy",
     "quix-alo",
     "quix-eos",
+    "quix-eos-2",
     "embedded",
     "embedded-w1",
     "spark-copy",
@@ -62,15 +63,22 @@ def shape_of(args: argparse.Namespace) -> WorkloadShape:
 
 
 def throughput(argv: list[str]) -> None:
+    from bench.marginal import small_backlog
     from bench.report import markdown
     from bench.throughput import Options, run_bench
 
     parser = argparse.ArgumentParser(
         prog="python -m bench",
-        description="Every runner, one after another, on one pre-loaded workload.",
+        description="Every runner, one after another, on a small and a large pre-loaded "
+        "backlog of one workload; events/s and CPU per event from the difference.",
         epilog="Arguments after `--` go to every `hydrator run` (embedded and Spark).",
     )
     workload_options(parser, events=100_000, row_bytes=1_000, toast_bytes=8_000)
+    parser.add_argument(
+        "--small-events",
+        type=int,
+        help="the small backlog (default: a quarter of --events, at least --keys)",
+    )
     parser.add_argument(
         "--runners",
         default="",
@@ -90,8 +98,15 @@ def throughput(argv: list[str]) -> None:
     if unknown:
         parser.error(f"--runners: unknown {', '.join(unknown)} (known: {', '.join(RUNNER_KEYS)})")
     shape = shape_of(args)
+    try:
+        small = args.small_events or small_backlog(shape.events, shape.keys)
+    except ValueError as exc:
+        parser.error(str(exc))
+    if not shape.keys <= small < shape.events:
+        parser.error("--small-events must be at least --keys and less than --events")
     options = Options(
         shape=shape,
+        small_events=small,
         partitions=args.partitions,
         bootstrap_servers=args.bootstrap_servers,
         selected=selected,
@@ -129,6 +144,20 @@ def latency(argv: list[str]) -> None:
         help="refuse a run the local broker (which keeps every record in memory) would need "
         "more memory for (default: 8)",
     )
+    parser.add_argument(
+        "--quix",
+        action="store_true",
+        help="then run Quix Streams EOS (one instance) at the same rate: p99 as a ratio too",
+    )
+    parser.add_argument("--quix-venv", type=Path, default=default_location())
+    parser.add_argument(
+        "--quix-commit-interval",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="Quix's commit interval; its exactly-once outputs become visible at each commit "
+        "(default: 5, Quix's own)",
+    )
     own, engine_args = _split(argv)
     args = parser.parse_args(own)
     if args.rate < 1 or args.minutes <= 0:
@@ -142,6 +171,8 @@ def latency(argv: list[str]) -> None:
         seconds=args.minutes * 60,
         max_broker_bytes=int(args.max_broker_gb * 2**30),
         engine_args=tuple(engine_args),
+        quix_venv=args.quix_venv if args.quix else None,
+        quix_commit_interval_s=args.quix_commit_interval,
     )
     report = run_latency(options)
     print(summary(report))

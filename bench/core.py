@@ -49,6 +49,6 @@ def core_result(workload: Workload):  # -> throughput.Result (imported late: no 
         output_records=verdict.records,
         output_check=verdict.summary(),
         check_examples=verdict.examples,
-        rate_method="in-process loop",
-        window_s=round(wall, 3),
+        processes="1 (in-process)",
+        rate_method=f"in-process loop, {wall:.3f} s",
     )

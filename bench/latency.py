@@ -1,10 +1,13 @@
-"""`python -m bench latency`: the embedded engine at a steady input rate.
+"""`python -m bench latency`: the embedded engine at a steady input rate, and with `--quix` the
+peer (Quix Streams EOS, one instance) after it in the same run at the same rate, so that p99 is
+also a ratio.
 
 Every key is inserted first and the engine started (`hydrator run`, no --available-now) until
 it has caught up; then updates are produced at `--rate` for `--minutes`, each with a
 `bench.sent` header (the wall time of its produce() call, in ns; the engine keeps input headers
-on its output). A separate reader process, read_committed, takes the time each output becomes
-visible: latency = seen - sent. The engine's process tree is sampled for RSS every 100 ms.
+on its output, as Quix Streams does). A separate reader process, read_committed, takes the time
+each output becomes visible: latency = seen - sent. The engine's process tree is sampled for RSS
+every 100 ms. The peer gets the same events on topics of its own.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import tempfile
 import time
 import uuid
 from array import array
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +31,8 @@ from bench.broker import broker, create_topics
 from bench.broker import preload as preload_topic
 from bench.machine import describe, machine_facts
 from bench.measure import OutputWatch, TreeSampler
-from bench.runners import REPO, Plan, hydrator_command, runner_env
+from bench.quix_venv import quix_python
+from bench.runners import REPO, Plan, hydrator_command, quix_runner, runner_env
 from bench.workload import Workload, WorkloadShape
 from hydrator.kafka.offsets import from_the_start
 
@@ -44,6 +49,8 @@ class LatencyOptions:
     seconds: float
     max_broker_bytes: int
     engine_args: tuple[str, ...]
+    quix_venv: Path | None = None  # given: the peer runs after the engine, at the same rate
+    quix_commit_interval_s: float = 5.0  # Quix's default: its EOS outputs show at each commit
 
     @property
     def fed(self) -> int:
@@ -56,7 +63,8 @@ def broker_bytes(options: LatencyOptions) -> int:
     shape = options.shape
     row = shape.row_bytes + shape.toast_bytes + 400
     source = shape.row_bytes + (1 - shape.placeholder_ratio) * shape.toast_bytes + 400
-    return int((options.fed + shape.keys) * (source + 2 * row + row))
+    runs = 1 if options.quix_venv is None else 2
+    return runs * int((options.fed + shape.keys) * (source + 2 * row + row))
 
 
 def run_latency(options: LatencyOptions) -> dict[str, Any]:
@@ -77,75 +85,112 @@ def run_latency(options: LatencyOptions) -> dict[str, Any]:
         toast_bytes=options.shape.toast_bytes,
         placeholder_ratio=options.shape.placeholder_ratio,
     )
-    workload = Workload(shape)
-    events = workload.events()
     with broker(options.bootstrap_servers) as kafka, tempfile.TemporaryDirectory() as work:
-        bootstrap = kafka.bootstrap_servers
-        topic = f"bench-lat-{uuid.uuid4().hex[:8]}.public.customers"
-        plan = Plan(
-            bootstrap,
-            topic,
-            f"{topic}.out",
-            f"bench-lat-{uuid.uuid4().hex[:6]}",
-            Path(work),
-            shape.events,
-            options.partitions,
-        )
-        create_topics(bootstrap, [topic, plan.output_topic], options.partitions)
-        inserts = ((key, value) for _, key, value in _take(events, shape.keys))
-        preload_topic(bootstrap, topic, inserts, lambda: None)
-        # Made before the clock starts: building them while feeding took a third of a core,
-        # which the broker and the engine then lacked on a small machine.
-        updates = [(key, value) for _, key, value in events]
-        command = [a for a in hydrator_command(plan, "embedded") if a != "--available-now"]
-        command += options.engine_args
-        log = open(Path(work) / "engine.log", "wb")  # noqa: SIM115
-        engine = subprocess.Popen(
-            command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=runner_env()
-        )
-        sampler = TreeSampler(engine.pid).start()
-        try:
-            caught_up = _wait_for_output(bootstrap, plan, shape.keys, engine)
-            # Both are ready before the clock starts: updates fed before the reader had read to
-            # the end, or before the feeder's producer had its connection and producer id, waited
-            # for them (the first second's figures were the harness's, not the engine's).
-            feeder = _feeder(bootstrap, topic)
-            reader, results_path, ready = _start_reader(bootstrap, plan.output_topic, options, work)
-            if not ready.wait(READER_READY_S):
-                raise SystemExit(f"the latency reader was not ready within {READER_READY_S} s")
-            feed_began = time.time()
-            _feed(feeder, topic, updates, options)
-            feed_ended = time.time()
-            del feeder  # closed here, not after the broker has stopped (connection-refused noise)
-            reader.join(timeout=60 + options.seconds * 0.1)
-            if reader.is_alive():
-                reader.terminate()
-        finally:
-            engine.send_signal(signal.SIGTERM)
-            try:
-                engine.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                engine.kill()
-                engine.wait()
-            samples = sampler.stop()
-            log.close()
-        latencies = array("q")
-        if results_path.exists():
-            latencies.frombytes(results_path.read_bytes())
-    latencies_ms = sorted(x / 1e6 for x in latencies)
-    rss = _rss_over_time(samples, feed_began, feed_ended)
-    return {
+        engine = _run_one(kafka.bootstrap_servers, shape, options, Path(work) / "engine", _engine)
+        quix = None
+        if options.quix_venv is not None:
+            python = quix_python(options.quix_venv, Path(work) / "quix-venv.log")
+            peer = quix_runner("exactly-once", 1, python, None)
+            interval = ["--commit-interval", str(options.quix_commit_interval_s)]
+            quix = _run_one(
+                kafka.bootstrap_servers,
+                shape,
+                options,
+                Path(work) / "quix",
+                lambda plan: [*peer.command(plan), *interval],
+            )
+    report = {
         "machine": machine,
         "workload": asdict(options.shape) | {"partitions": options.partitions},
         "rate": options.rate,
         "seconds": options.seconds,
         "engine_args": list(options.engine_args),
+        **engine,
+    }
+    if quix is not None:
+        report["quix"] = quix | {"commit_interval_s": options.quix_commit_interval_s}
+        report["p99_ratio_to_quix"] = _p99_ratio(engine, quix)
+    return report
+
+
+def _engine(plan: Plan) -> list[str]:
+    return [a for a in hydrator_command(plan, "embedded") if a != "--available-now"]
+
+
+def _p99_ratio(engine: dict[str, Any], quix: dict[str, Any]) -> float | None:
+    ours, theirs = engine["latency_ms"].get("p99"), quix["latency_ms"].get("p99")
+    return round(ours / theirs, 2) if ours is not None and theirs else None
+
+
+def _run_one(
+    bootstrap: str,
+    shape: WorkloadShape,
+    options: LatencyOptions,
+    work: Path,
+    command_of: Callable[[Plan], list[str]],
+) -> dict[str, Any]:
+    """One runner at the rate, on topics of its own: its latencies and RSS."""
+    work.mkdir(parents=True)
+    workload = Workload(shape)
+    events = workload.events()
+    topic = f"bench-lat-{uuid.uuid4().hex[:8]}.public.customers"
+    plan = Plan(
+        bootstrap,
+        topic,
+        f"{topic}.out",
+        f"bench-lat-{uuid.uuid4().hex[:6]}",
+        work,
+        shape.events,
+        options.partitions,
+    )
+    create_topics(bootstrap, [topic, plan.output_topic], options.partitions)
+    inserts = ((key, value) for _, key, value in _take(events, shape.keys))
+    preload_topic(bootstrap, topic, inserts, lambda: None)
+    # Made before the clock starts: building them while feeding took a third of a core,
+    # which the broker and the engine then lacked on a small machine.
+    updates = [(key, value) for _, key, value in events]
+    command = command_of(plan) + list(options.engine_args if command_of is _engine else ())
+    log = open(work / "engine.log", "wb")  # noqa: SIM115
+    engine = subprocess.Popen(
+        command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=runner_env()
+    )
+    sampler = TreeSampler(engine.pid).start()
+    try:
+        caught_up = _wait_for_output(bootstrap, plan, shape.keys, engine)
+        # Both are ready before the clock starts: updates fed before the reader had read to
+        # the end, or before the feeder's producer had its connection and producer id, waited
+        # for them (the first second's figures were the harness's, not the engine's).
+        feeder = _feeder(bootstrap, topic)
+        reader, results_path, ready = _start_reader(bootstrap, plan.output_topic, options, work)
+        if not ready.wait(READER_READY_S):
+            raise SystemExit(f"the latency reader was not ready within {READER_READY_S} s")
+        feed_began = time.time()
+        _feed(feeder, topic, updates, options)
+        feed_ended = time.time()
+        del feeder  # closed here, not after the broker has stopped (connection-refused noise)
+        reader.join(timeout=60 + options.seconds * 0.1)
+        if reader.is_alive():
+            reader.terminate()
+    finally:
+        engine.send_signal(signal.SIGTERM)
+        try:
+            engine.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            engine.kill()
+            engine.wait()
+        samples = sampler.stop()
+        log.close()
+    latencies = array("q")
+    if results_path.exists():
+        latencies.frombytes(results_path.read_bytes())
+    latencies_ms = sorted(x / 1e6 for x in latencies)
+    return {
         "catch_up_s": round(caught_up, 1),
         "fed": options.fed,
         "seen": len(latencies_ms),
         "feed_rate": round(options.fed / (feed_ended - feed_began)),
         "latency_ms": _percentiles(latencies_ms),
-        "rss": rss,
+        "rss": _rss_over_time(samples, feed_began, feed_ended),
     }
 
 
@@ -206,8 +251,8 @@ def _feed(
     producer.flush(60)
 
 
-def _start_reader(bootstrap: str, topic: str, options: LatencyOptions, work: str):
-    path = Path(work) / "latencies.bin"
+def _start_reader(bootstrap: str, topic: str, options: LatencyOptions, work: Path):
+    path = work / "latencies.bin"
     context = multiprocessing.get_context("spawn")
     ready = context.Event()
     reader = context.Process(
@@ -308,25 +353,52 @@ def _rss_over_time(samples, began: float, ended: float) -> dict[str, Any]:
 
 
 def summary(report: dict[str, Any]) -> str:
-    shape, lat, rss = report["workload"], report["latency_ms"], report["rss"]
-    return "\n".join(
-        [
-            f"Embedded engine at {report['rate']:,} events/s for {report['seconds']:.0f} s "
-            f"(fed at {report['feed_rate']:,}/s): {shape['keys']:,} keys, "
-            f"~{shape['row_bytes']:,} B row + {shape['toast_bytes']:,} B TOAST column, "
-            f"{shape['placeholder_ratio']:.0%} placeholders, {shape['partitions']} partitions; "
-            f"{describe(report['machine'])}.",
-            "",
-            "| figure | value |",
-            "|---|---|",
-            f"| outputs seen / fed | {report['seen']:,} / {report['fed']:,} |",
-            f"| end-to-end latency p50 / p90 / p99 / max (ms) | {lat.get('p50')} / "
-            f"{lat.get('p90')} / {lat.get('p99')} / {lat.get('max')} |",
-            f"| RSS MB at each tenth of the run | {' '.join(map(str, rss['mb_at_tenths']))} |",
-            f"| RSS growth (20 % into the run -> last 10 %) | {rss['growth_pct']} % |",
-            f"| peak RSS MB (process tree) | {rss['peak_mb']} |",
-            "",
-            "Latency: produce() call with a `bench.sent` header -> the output record visible to a "
-            "read_committed reader in its own process.",
-        ]
-    )
+    shape = report["workload"]
+    quix = report.get("quix")
+    lines = [
+        f"Embedded engine at {report['rate']:,} events/s for {report['seconds']:.0f} s "
+        f"(fed at {report['feed_rate']:,}/s)"
+        + (
+            f", then Quix Streams EOS, {quix.get('commit_interval_s', 5.0):g} s commits "
+            f"(fed at {quix['feed_rate']:,}/s)"
+            if quix
+            else ""
+        )
+        + f": {shape['keys']:,} keys, "
+        f"~{shape['row_bytes']:,} B row + {shape['toast_bytes']:,} B TOAST column, "
+        f"{shape['placeholder_ratio']:.0%} placeholders, {shape['partitions']} partitions; "
+        f"{describe(report['machine'])}.",
+        "",
+        "| figure | embedded engine |" + (" Quix Streams EOS, one instance |" if quix else ""),
+        "|---|---|" + ("---|" if quix else ""),
+    ]
+    runs = [report] + ([quix] if quix else [])
+
+    def line(name: str, cell: Callable[[dict[str, Any]], str]) -> str:
+        return f"| {name} | " + " | ".join(cell(run) for run in runs) + " |"
+
+    def latency(run: dict[str, Any]) -> str:
+        lat = run["latency_ms"]
+        return f"{lat.get('p50')} / {lat.get('p90')} / {lat.get('p99')} / {lat.get('max')}"
+
+    lines += [
+        line("outputs seen / fed", lambda run: f"{run['seen']:,} / {run['fed']:,}"),
+        line("end-to-end latency p50 / p90 / p99 / max (ms)", latency),
+        line(
+            "RSS MB at each tenth of the run",
+            lambda run: " ".join(map(str, run["rss"]["mb_at_tenths"])),
+        ),
+        line(
+            "RSS growth (20 % into the run -> last 10 %)",
+            lambda run: f"{run['rss']['growth_pct']} %",
+        ),
+        line("peak RSS MB (process tree)", lambda run: str(run["rss"]["peak_mb"])),
+    ]
+    if quix:
+        lines.append(f"| p99 ratio, engine / Quix | {report['p99_ratio_to_quix']} | |")
+    lines += [
+        "",
+        "Latency: produce() call with a `bench.sent` header -> the output record visible to a "
+        "read_committed reader in its own process.",
+    ]
+    return "\n".join(lines)

@@ -99,7 +99,7 @@ class TreeSampler:
 
 class OutputWatch:
     """Polls a topic's high watermarks (read_uncommitted) in a thread: the progress bar's count,
-    and the fallback timing when output records do not carry the time they were produced.
+    and the latency bench's wait for a runner to catch up.
 
     On Tansu a watermark is the base offset of the partition's last record batch + 1, and
     transaction markers take offsets too: the sum is near, not equal to, the record count.
@@ -143,13 +143,6 @@ class OutputWatch:
         if not self.series or total != self.series[-1][1]:
             self.series.append((time.time(), total))
             self._on_change(total)
-
-    def span(self) -> tuple[float, float] | None:
-        """(first time the topic held a record, first time it held its final count)."""
-        grown = [(t, n) for t, n in self.series if n > 0]
-        if not grown:
-            return None
-        return grown[0][0], grown[-1][0]
 
 
 @dataclass

@@ -1,21 +1,25 @@
-"""`python -m bench`: every runner, one after another, on one pre-loaded workload.
+"""`python -m bench`: every runner, one after another, timed marginally on two pre-loaded
+backlogs of one workload.
 
 How each figure is taken (also in bench/README.md):
-* events/s: workload events / (last - first output record timestamp). Every runner's producer
-  stamps a record when it produces it, so start-up, group joins and restores are outside the
-  window. Should a runner's records carry another time (earlier than the runner's start), the
-  bench falls back to the output topic's high watermarks, polled every 250 ms.
-* CPU µs/event: CPU time of the runner's whole process tree (every process and thread, sampled
-  with psutil every 100 ms) within that same window, per workload event. The broker's CPU is
-  not in it. The whole run's CPU (start-up included) is in the JSON.
-* broker CPU µs/event: the local Tansu broker's CPU in the same window, per event: what a
-  runner's reads and writes (outputs, changelog, transactions) cost the broker, which shares
-  the machine. Not taken with --bootstrap-servers.
-* peak RSS: the largest sum of resident memory over the process tree at a sample.
+* Each runner drains a small and a large backlog of the same workload (the small one the large
+  one's first events: the same keys), each into an output topic of its own, as its own process
+  tree. T is the wall time from starting the process to its exit, every output committed (the
+  output check reads them read_committed afterwards); C is the CPU time (user + system) of the
+  process tree, every descendant included (psutil's children times of the bench's process,
+  taken around the run: exact for every process that is waited for; the tree sampled every
+  100 ms, should that see more, for one that is not).
+* events/s = (N2 - N1) / (T2 - T1); CPU µs/event = (C2 - C1) / (N2 - N1). Start-up, group
+  joins, restore, the final commit and any idle wait before stopping cancel, and every runner
+  is timed by the same clock.
+* broker CPU µs/event: the local Tansu broker's CPU over each run, likewise marginal. Not taken
+  with --bootstrap-servers.
+* peak RSS: the largest sum of resident memory over the process tree at a 100 ms sample, in
+  the large run.
 * state B/event: bytes (key + value) written to the runner's changelog topics, or the growth
-  of its checkpoint state directory (Spark), per event.
-* output check: a read_committed reader counts the output and checks every record against the
-  workload's truth: `doc` filled with the row's value, `before` the previous row.
+  of its checkpoint state directory (Spark), per event, in the large run.
+* output check: a read_committed reader counts each run's output and checks every record
+  against the workload's truth: `doc` filled with the row's value, `before` the previous row.
 """
 
 from __future__ import annotations
@@ -25,28 +29,23 @@ import subprocess
 import tempfile
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import psutil
 from tqdm import tqdm
 
 from bench import runners as r
 from bench.broker import QUIX_RETENTION_NOTE, Broker, broker, create_topics, delete_topics
 from bench.broker import preload as preload_topic
 from bench.machine import machine_facts
-from bench.measure import (
-    OutputWatch,
-    TreeSampler,
-    directory_bytes,
-    scan_topic,
-    topics_named,
-)
+from bench.marginal import Timing, marginal, ratio
+from bench.measure import OutputWatch, TreeSampler, directory_bytes, scan_topic, topics_named
 from bench.quix_venv import quix_python
+from bench.report import goal_ratios
 from bench.runners import REPO, runner_env
-from bench.workload import Checker, Workload, WorkloadShape
-
-SHORTEST_WINDOW_S = 1.0
+from bench.workload import Checker, Verdict, Workload, WorkloadShape
 
 
 @dataclass
@@ -54,28 +53,27 @@ class Result:
     key: str
     label: str
     status: str = "ok"  # ok, n/a (...), failed: ...
+    processes: str = ""  # how many processes do the work (instances, workers)
     events_per_s: float | None = None
     cpu_us_per_event: float | None = None
-    cpu_us_per_event_whole_run: float | None = None
     broker_cpu_us_per_event: float | None = None
     peak_rss_mb: float | None = None
     state_bytes_per_event: float | None = None
     ratio_to_copy: float | None = None
-    ratio_to_quix_eos: float | None = None
     ratio_to_spark_copy: float | None = None
     output_records: int | None = None
     output_check: str = ""
     check_examples: list[str] = field(default_factory=list)
     rate_method: str = ""
-    window_s: float | None = None
-    wall_s: float | None = None
+    runs: list[dict[str, Any]] = field(default_factory=list)  # the small and the large run
     exit_code: int | None = None
     notes: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class Options:
-    shape: WorkloadShape
+    shape: WorkloadShape  # the large backlog
+    small_events: int  # the small backlog: the large one's first events
     partitions: int
     bootstrap_servers: str | None
     selected: tuple[str, ...]  # runner keys; empty: all
@@ -87,21 +85,34 @@ class Options:
     engine_args: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class Backlog:
+    """One pre-loaded input topic and the workload whose truth checks its outputs."""
+
+    topic: str
+    workload: Workload
+
+    @property
+    def events(self) -> int:
+        return self.workload.shape.events
+
+
 def all_runners(options: Options, work: Path) -> list[r.Runner]:
     wanted = set(options.selected)
     take = (lambda key: key in wanted) if wanted else (lambda key: True)
     has_workers = "--workers" in r.engine_help()
     quix_path: Path | None = None
     quix_problem: str | None = None
-    if take("quix-alo") or take("quix-eos"):
+    if any(take(key) for key in r.QUIX_KEYS):
         try:
             quix_path = quix_python(options.quix_venv, work / "quix-venv.log")
         except (RuntimeError, OSError) as exc:
             quix_problem = f"n/a (no Quix venv: {exc})"
     candidates = [
         r.copy_runner(),
-        r.quix_runner("at-least-once", quix_path, quix_problem),
-        r.quix_runner("exactly-once", quix_path, quix_problem),
+        r.quix_runner("at-least-once", 1, quix_path, quix_problem),
+        r.quix_runner("exactly-once", 1, quix_path, quix_problem),
+        r.quix_runner("exactly-once", 2, quix_path, quix_problem),
         r.embedded_runner(None, has_workers, options.engine_args),
         r.embedded_runner("1", has_workers, options.engine_args),
     ]
@@ -118,18 +129,22 @@ def run_bench(options: Options) -> dict[str, Any]:
     try:
         with broker(options.bootstrap_servers) as kafka:
             runner_list = all_runners(options, work)
-            workload = Workload(options.shape)
-            topic = f"bench-{uuid.uuid4().hex[:8]}.public.customers"
-            preload_s = _preload(kafka, topic, workload, options)
+            name = f"bench-{uuid.uuid4().hex[:8]}"
+            small_shape = replace(options.shape, events=options.small_events)
+            backlogs = (
+                Backlog(f"{name}-small.public.customers", Workload(small_shape)),
+                Backlog(f"{name}-large.public.customers", Workload(options.shape)),
+            )
+            preload_s = sum(_preload(kafka, b, options.partitions) for b in backlogs)
             results = []
             if not options.selected or "core" in options.selected:
                 from bench.core import core_result
 
-                results.append(core_result(workload))
+                results.append(core_result(backlogs[1].workload))
             for runner in runner_list:
-                results.append(run_one(kafka, topic, workload, runner, options, work))
+                results.append(run_twice(kafka, backlogs, runner, options, work))
             if not options.keep_topics:
-                delete_topics(kafka.bootstrap_servers, [topic])
+                delete_topics(kafka.bootstrap_servers, [b.topic for b in backlogs])
     finally:
         shutil.rmtree(work, ignore_errors=True)
     _ratios(results)
@@ -138,20 +153,26 @@ def run_bench(options: Options) -> dict[str, Any]:
         notes.extend(runner.notes)
     return {
         "machine": machine | {"broker": kafka.kind},
-        "workload": {**asdict(options.shape), "partitions": options.partitions},
+        "workload": {
+            **asdict(options.shape),
+            "small_events": options.small_events,
+            "partitions": options.partitions,
+        },
+        "method": "marginal",
         "preload_s": round(preload_s, 1),
         "total_s": round(time.time() - began, 1),
         "results": [asdict(x) for x in results],
+        "ratios": [asdict(g) | {"met": g.met} for g in goal_ratios([asdict(x) for x in results])],
         "notes": notes,
     }
 
 
-def _preload(kafka: Broker, topic: str, workload: Workload, options: Options) -> float:
-    create_topics(kafka.bootstrap_servers, [topic], options.partitions)
+def _preload(kafka: Broker, backlog: Backlog, partitions: int) -> float:
+    create_topics(kafka.bootstrap_servers, [backlog.topic], partitions)
     began = time.monotonic()
-    with tqdm(total=options.shape.events, desc="pre-load", unit="ev", leave=False) as bar:
-        events = ((key, value) for _, key, value in workload.events())
-        preload_topic(kafka.bootstrap_servers, topic, events, lambda: bar.update(1))
+    with tqdm(total=backlog.events, desc="pre-load", unit="ev", leave=False) as bar:
+        events = ((key, value) for _, key, value in backlog.workload.events())
+        preload_topic(kafka.bootstrap_servers, backlog.topic, events, lambda: bar.update(1))
     return time.monotonic() - began
 
 
@@ -161,24 +182,86 @@ def _preload(kafka: Broker, topic: str, workload: Workload, options: Options) ->
 NO_ETA_BAR = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}, {rate_fmt}]"
 
 
-def run_one(
+@dataclass
+class Run:
+    """What one run of a runner over one backlog gave."""
+
+    timing: Timing
+    status: str
+    exit_code: int | None
+    verdict: Verdict
+    peak_rss_mb: float
+    state_bytes: int
+    log_tail: str = ""
+
+
+def run_twice(
     kafka: Broker,
-    topic: str,
-    workload: Workload,
+    backlogs: tuple[Backlog, Backlog],
     runner: r.Runner,
     options: Options,
     work: Path,
 ) -> Result:
-    result = Result(runner.key, runner.label)
+    result = Result(runner.key, runner.label, processes=runner.processes)
     if runner.unavailable:
         result.status = runner.unavailable
         return result
-    events = options.shape.events
+    small = run_one(kafka, backlogs[0], runner, options, work)
+    large = run_one(kafka, backlogs[1], runner, options, work)
+    result.rate_method = "marginal: small and large backlog, process start to exit"
+    result.runs = [
+        {**asdict(run.timing), "status": run.status, "output_check": run.verdict.summary()}
+        for run in (small, large)
+    ]
+    result.exit_code = large.exit_code if small.exit_code in (0, None) else small.exit_code
+    for which, run in (("small", small), ("large", large)):
+        if run.status != "ok" and result.status == "ok":
+            result.status = f"{run.status} ({which} run)"
+            result.notes.append(run.log_tail)
+    checks = [(which, run.verdict) for which, run in (("small", small), ("large", large))]
+    wrong = [(which, v) for which, v in checks if not v.summary().startswith("ok")]
+    count_only = "" if runner.hydrates else " (count only)"
+    if wrong:
+        result.output_check = "; ".join(f"{w} run {v.summary()}" for w, v in wrong) + count_only
+    else:
+        result.output_check = large.verdict.summary() + count_only
+    result.check_examples = [e for _, v in checks for e in v.examples][:5]
+    result.output_records = large.verdict.records
+    result.peak_rss_mb = large.peak_rss_mb
+    result.state_bytes_per_event = round(large.state_bytes / large.timing.events, 1)
+    if result.status == "ok":
+        figures = marginal(small.timing, large.timing)
+        result.events_per_s = figures.events_per_s
+        result.cpu_us_per_event = figures.cpu_us_per_event
+        result.broker_cpu_us_per_event = figures.broker_cpu_us_per_event
+        if figures.problem:
+            result.notes.append(f"{runner.key}: {figures.problem}")
+    return result
+
+
+def _children_cpu_s() -> float:
+    """CPU seconds of every descendant of this process that has exited and been waited for."""
+    times = psutil.Process().cpu_times()
+    return times.children_user + times.children_system
+
+
+def _broker_cpu_s(kafka: Broker) -> float | None:
+    if kafka.pid is None:
+        return None
+    try:
+        times = psutil.Process(kafka.pid).cpu_times()
+    except psutil.Error:
+        return None
+    return times.user + times.system
+
+
+def run_one(kafka: Broker, backlog: Backlog, runner: r.Runner, options: Options, work: Path) -> Run:
+    events = backlog.events
     app = f"bench-{runner.key}-{uuid.uuid4().hex[:6]}"
     plan = r.Plan(
         kafka.bootstrap_servers,
-        topic,
-        f"{topic}.{runner.key}",
+        backlog.topic,
+        f"{backlog.topic}.{runner.key}",
         app,
         work / app,
         events,
@@ -187,98 +270,87 @@ def run_one(
     plan.work_dir.mkdir(parents=True)
     create_topics(kafka.bootstrap_servers, [plan.output_topic], options.partitions)
     log_path = plan.work_dir / "runner.log"
-    started = time.time()
+    status, exit_code, log_tail = "ok", None, ""
+    broker_before = _broker_cpu_s(kafka)
     with (
         open(log_path, "wb") as log,
-        tqdm(total=events, desc=runner.key, unit="ev", leave=False, bar_format=NO_ETA_BAR) as bar,
+        tqdm(
+            total=events,
+            desc=f"{runner.key} {events:,}",
+            unit="ev",
+            leave=False,
+            bar_format=NO_ETA_BAR,
+        ) as bar,
     ):
-        process = subprocess.Popen(
-            runner.command(plan), stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=runner_env()
-        )
-        sampler = TreeSampler(process.pid).start()
-        broker_sampler = TreeSampler(kafka.pid).start() if kafka.pid is not None else None
         watch = OutputWatch(
             kafka.bootstrap_servers,
             plan.output_topic,
             options.partitions,
             lambda n: bar.update(min(n, events) - bar.n),
         ).start()
+        cpu_before = _children_cpu_s()
+        started = time.monotonic()
+        process = subprocess.Popen(
+            runner.command(plan), stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=runner_env()
+        )
+        sampler = TreeSampler(process.pid).start()
         try:
-            result.exit_code = process.wait(timeout=options.runner_timeout_s)
+            exit_code = process.wait(timeout=options.runner_timeout_s)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-            result.status = f"failed: no end within {options.runner_timeout_s:.0f} s"
+            status = f"failed: no end within {options.runner_timeout_s:.0f} s"
         finally:
+            wall_s = time.monotonic() - started
+            cpu_s = _children_cpu_s() - cpu_before
             samples = sampler.stop()
-            broker_samples = broker_sampler.stop() if broker_sampler is not None else None
             watch.stop()
-    ended = time.time()
-    result.wall_s = round(ended - started, 1)
-    result.peak_rss_mb = round(samples.peak_rss / 2**20, 1)
-    if result.exit_code not in (0, None) and result.status == "ok":
-        tail = log_path.read_bytes()[-1500:].decode(errors="replace")
-        result.status = f"failed: exit {result.exit_code}"
-        result.notes.append(tail)
-    checker = Checker(workload, runner.hydrates)
-    scan = scan_topic(kafka.bootstrap_servers, plan.output_topic, checker.check)
+    # The children times miss a descendant nobody waited for (reparented when its parent
+    # exited first); the samples miss each process's last 100 ms. The larger is the nearer.
+    cpu_s = max(cpu_s, samples.cpu_s[-1] if samples.cpu_s else 0.0)
+    broker_after = _broker_cpu_s(kafka)
+    broker_cpu = (
+        broker_after - broker_before
+        if broker_before is not None and broker_after is not None
+        else None
+    )
+    if exit_code not in (0, None) and status == "ok":
+        status = f"failed: exit {exit_code}"
+        log_tail = log_path.read_bytes()[-1500:].decode(errors="replace")
+    checker = Checker(backlog.workload, runner.hydrates)
+    scan_topic(kafka.bootstrap_servers, plan.output_topic, checker.check)
     verdict = checker.finish()
-    result.output_records = scan.records
-    result.output_check = verdict.summary() + ("" if runner.hydrates else " (count only)")
-    result.check_examples = verdict.examples
-    window = _window(scan.first_timestamp_ms, scan.last_timestamp_ms, started, watch)
-    if window is not None:
-        first, last, result.rate_method = window
-        result.window_s = round(last - first, 3)
-        if last - first < SHORTEST_WINDOW_S:
-            result.notes.append(
-                f"{runner.key}: its output took {last - first:.3f} s, too short to time well: "
-                "give more --events"
-            )
-        if last > first:
-            result.events_per_s = round(events / (last - first))
-            cpu = samples.cpu_at(last) - samples.cpu_at(first)
-            result.cpu_us_per_event = round(cpu / events * 1e6, 1)
-            if broker_samples is not None and broker_samples.cpu_s:
-                broker_cpu = broker_samples.cpu_at(last) - broker_samples.cpu_at(first)
-                result.broker_cpu_us_per_event = round(broker_cpu / events * 1e6, 1)
-    if samples.cpu_s:
-        result.cpu_us_per_event_whole_run = round(samples.cpu_s[-1] / events * 1e6, 1)
     state_topics = topics_named(kafka.bootstrap_servers, lambda n: runner.state_topic(plan, n))
     state_bytes = sum(
         scan_topic(kafka.bootstrap_servers, t, committed_only=False).bytes for t in state_topics
     )
     state_bytes += directory_bytes(runner.state_dirs(plan))
-    result.state_bytes_per_event = round(state_bytes / events, 1)
     if not options.keep_topics:
         own = topics_named(kafka.bootstrap_servers, lambda n: runner.own_topic(plan, n))
         delete_topics(kafka.bootstrap_servers, [plan.output_topic, *own])
     shutil.rmtree(plan.work_dir, ignore_errors=True)
-    return result
-
-
-def _window(
-    first_ms: int | None, last_ms: int | None, started: float, watch: OutputWatch
-) -> tuple[float, float, str] | None:
-    """(first, last) output time in wall seconds and how they were found."""
-    if first_ms is not None and last_ms is not None and first_ms / 1000 >= started - 1:
-        return first_ms / 1000, last_ms / 1000, "record timestamps"
-    span = watch.span()
-    if span is None:
-        return None
-    return span[0], span[1], "high watermarks"
+    return Run(
+        Timing(
+            events,
+            round(wall_s, 3),
+            round(cpu_s, 3),
+            None if broker_cpu is None else round(broker_cpu, 3),
+        ),
+        status,
+        exit_code,
+        verdict,
+        round(samples.peak_rss / 2**20, 1),
+        state_bytes,
+        log_tail,
+    )
 
 
 def _ratios(results: list[Result]) -> None:
     rates = {x.key: x.events_per_s for x in results if x.status == "ok"}
-    copy, quix = rates.get("copy"), rates.get("quix-eos")
-    spark_copy = rates.get("spark-copy")
+    copy, spark_copy = rates.get("copy"), rates.get("spark-copy")
     for x in results:
         if x.events_per_s is None:
             continue
-        if copy:
-            x.ratio_to_copy = round(x.events_per_s / copy, 2)
-        if quix:
-            x.ratio_to_quix_eos = round(x.events_per_s / quix, 2)
-        if spark_copy and x.key == "spark":
-            x.ratio_to_spark_copy = round(x.events_per_s / spark_copy, 2)
+        x.ratio_to_copy = ratio(x.events_per_s, copy)
+        if x.key == "spark":
+            x.ratio_to_spark_copy = ratio(x.events_per_s, spark_copy)

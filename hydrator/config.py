@@ -27,6 +27,7 @@ from hydrator.core.settings import HydrationSettings, OnStale, OnUnresolved
 from hydrator.formats.options import FormatOptions
 from hydrator.internal_topics import internal_topic_clash
 from hydrator.kafka.client_config import ClientConfigError, parse_properties
+from hydrator.postgres.settings import DEFAULT_STATEMENT_TIMEOUT_MS, ReselectSettings
 from state.large import DEFAULT_COMPRESSION
 
 DEFAULT_APPLICATION_ID = "toast-hydrator"
@@ -132,6 +133,8 @@ class RunConfig:
     # How the run logs (a worker process sets its logging up from these).
     log_level: str = "INFO"
     log_format: str = "text"
+    # --reselect: read placeholders nothing else fills from the Postgres source (None: off).
+    reselect: ReselectSettings | None = None
 
 
 @dataclass(frozen=True)
@@ -253,6 +256,7 @@ def build_config(options: Mapping[str, Any]) -> RunConfig:
         max_record_bytes=options["max_record_bytes"],
         max_parked_records=options["max_parked_records"],
         max_parked_bytes=options["max_parked_bytes"],
+        changed_header=options.get("changed_header", True),
     )
     format_options = FormatOptions(
         placeholder=options["placeholder"], fill_absent=options["fill_absent"]
@@ -291,6 +295,21 @@ def build_config(options: Mapping[str, Any]) -> RunConfig:
         startup_timeout_ms=options["startup_timeout"],
         metrics_port=options["metrics_port"],
         metrics_host=options.get("metrics_host") or "",
+        reselect=_reselect_settings(options),
+    )
+
+
+def _reselect_settings(options: Mapping[str, Any]) -> ReselectSettings | None:
+    """`--reselect` and its limits (None: off); the Spark engine does not re-select yet."""
+    dsn = options.get("reselect")
+    if not dsn:
+        return None
+    if options["engine"] == "spark":
+        raise ConfigError("--reselect is not supported by --engine spark yet", "--reselect")
+    return ReselectSettings(
+        dsn,
+        max_qps=options.get("reselect_max_qps"),
+        statement_timeout_ms=options.get("reselect_timeout") or DEFAULT_STATEMENT_TIMEOUT_MS,
     )
 
 

@@ -27,7 +27,10 @@ def run_secrets(config: RunConfig, spark: SparkOptions | None = None) -> set[str
     """The values no line may show: secret `-X`/`--spark-conf` values and URL passwords."""
     settings = {**config.kafka_properties, **(spark.conf if spark else {})}
     texts = [config.bootstrap_servers, str(config.state_dir), spark.master if spark else ""]
-    return secret_values(settings, texts)
+    found = secret_values(settings, texts)
+    if config.reselect is not None:  # the --reselect DSN's password
+        found |= config.reselect.secrets()
+    return found
 
 
 def run_embedded(config: RunConfig) -> int:

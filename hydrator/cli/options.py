@@ -163,6 +163,39 @@ _RUN_OPTIONS: list[Callable[[Callable[..., None]], Callable[..., None]]] = [
         envvar=env_name("on_unresolved"),
     ),
     click.option(
+        "--changed-header/--no-changed-header",
+        default=True,
+        show_default=True,
+        envvar=env_name("changed_header"),
+        help="Header hydrator.changed: the columns that differ from the previous full row.",
+    ),
+    click.option(
+        "--reselect",
+        metavar="DSN",
+        default=None,
+        envvar=env_name("reselect"),
+        help="Postgres sources (--engine embedded): read placeholders nothing else fills from "
+        "the source table by primary key (default: off). A libpq URI or key=value string; give "
+        "its password through HYDRATOR_RESELECT, --config or PGPASSWORD, not on the command line.",
+    ),
+    click.option(
+        "--reselect-max-qps",
+        type=click.FloatRange(min=0, min_open=True),
+        default=None,
+        envvar=env_name("reselect_max_qps"),
+        help="At most this many --reselect queries a second (default: no cap); a batch over it "
+        "leaves its columns to --on-unresolved.",
+    ),
+    click.option(
+        "--reselect-timeout",
+        type=Duration(),
+        default="2s",
+        show_default=True,
+        envvar=env_name("reselect_timeout"),
+        help="Statement timeout of a --reselect query; past it the columns fall back to "
+        "--on-unresolved and the stream goes on.",
+    ),
+    click.option(
         "--tombstone-retention",
         type=Duration(),
         default="24h",

@@ -56,6 +56,14 @@ COUNTERS: tuple[CounterSpec, ...] = (
     _core("handoffs_expired", "Waiting handoffs dropped unclaimed after --handoff-timeout."),
     _core("tombstones_expired", "Delete tombstones forgotten after --tombstone-retention."),
     _core("states_expired", "Keys forgotten after --state-ttl without a change."),
+    _core(
+        "reselected_columns_exact",
+        "Columns filled from a re-select, proven to be the row's value at the event.",
+    ),
+    _core(
+        "reselected_columns_current",
+        "Columns filled from a re-select of a row written since the event (may be newer).",
+    ),
     _core("tick_failures", "Timer steps that failed on a state (its parked records to the DLQ)."),
     # -- the embedded engine ---------------------------------------------------------------------
     _embedded("records", "Input records read (handoff records not included)."),
@@ -80,6 +88,15 @@ COUNTERS: tuple[CounterSpec, ...] = (
     _embedded(
         "large_values_missing",
         "Large values a row referred to that the changelog lacked (at a rebuild).",
+    ),
+    _embedded(
+        "reselect_queries", "Queries on source tables for --reselect (one per table a batch)."
+    ),
+    _embedded(
+        "reselect_failures", "--reselect queries that failed or timed out (columns unresolved)."
+    ),
+    _embedded(
+        "reselect_skipped", "--reselect queries not made: over --reselect-max-qps, or resting."
     ),
     # -- the Spark engine ------------------------------------------------------------------------
     _spark("state_unreadable", "Keys whose Spark state could not be decoded (started afresh)."),

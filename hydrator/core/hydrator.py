@@ -21,6 +21,7 @@ from collections import Counter
 from dataclasses import replace
 
 from hydrator.core import rules
+from hydrator.core.changes import changed_columns, changed_header
 from hydrator.core.records import (
     HEADER_FILLED,
     HEADER_SOURCE,
@@ -29,6 +30,7 @@ from hydrator.core.records import (
     OutputRecord,
     Transition,
 )
+from hydrator.core.reselect import Reselected, reselect_headers
 from hydrator.core.settings import (
     HydrationSettings,
     OnStale,
@@ -110,20 +112,31 @@ class Hydrator:
     # -- records -------------------------------------------------------------------------------
 
     def process(
-        self, state: StateRecord | None, record: RawRecord, key: str | None, now_ms: int
+        self,
+        state: StateRecord | None,
+        record: RawRecord,
+        key: str | None,
+        now_ms: int,
+        reselected: Reselected | None = None,
     ) -> Transition:
         """Apply one input record to its key's state (`key` is what `route` gave: the key of
         `state`, None for a stateless record); a record that cannot be applied is a dead letter,
-        whatever it raised."""
+        whatever it raised. `reselected`: values read from the source for columns of this
+        record that nothing else can fill (core/reselect.py)."""
         try:
-            return self._process(state, record, key, now_ms)
+            return self._process(state, record, key, now_ms, reselected)
         except _PASSED_THROUGH:
             raise
         except Exception as exc:
             return rejected(DeadLetter(record, format_failure(self.codec, record, exc)), state)
 
     def _process(
-        self, state: StateRecord | None, record: RawRecord, key: str | None, now_ms: int
+        self,
+        state: StateRecord | None,
+        record: RawRecord,
+        key: str | None,
+        now_ms: int,
+        reselected: Reselected | None = None,
     ) -> Transition:
         oversize = self._oversize(record)
         if oversize is not None:
@@ -137,7 +150,7 @@ class Hydrator:
             return Transition(
                 state, emitted=(_output(record, record.value),), counts={"passthrough": 1}
             )
-        return self._apply(state, record, key, decoded, now_ms)
+        return self._apply(state, record, key, decoded, now_ms, reselected)
 
     def _apply(
         self,
@@ -146,6 +159,7 @@ class Hydrator:
         key: str | None,
         event: ChangeEvent,
         now_ms: int,
+        reselected: Reselected | None = None,
     ) -> Transition:
         if rules.is_stale(state, event.position):
             return self._stale(state, record)
@@ -165,9 +179,12 @@ class Hydrator:
                     return self._overflow(state, record, full)
                 waiting = replace(state or StateRecord(), parked=(record,), awaiting=event.old_key)
                 return Transition(_settle(waiting, now_ms), counts={"parked": 1})
-        hydration = rules.hydrate(state, event, self.settings, now_ms, image)
+        hydration = rules.hydrate(state, event, self.settings, now_ms, image, reselected)
         # a plain dict: Counter's constructor cost a tenth of a whole step
         counts = {"events": 1, "filled_columns": len(hydration.filled)}
+        if hydration.reselected or hydration.reselected_current:
+            counts["reselected_columns_exact"] = len(hydration.reselected)
+            counts["reselected_columns_current"] = len(hydration.reselected_current)
         handoffs: tuple[Handoff, ...] = ()
         if event.op is Op.DELETE and event.new_key is not None and key is not None:
             handoffs = (
@@ -184,9 +201,19 @@ class Hydrator:
             counts["handoffs_sent"] = 1
         if not hydration.unresolved:
             value = self.codec.encode(event, hydration.patch)
-            emitted = (_output(record, value, hydration.filled),)
+            emitted = (
+                _output(record, value, hydration.filled, (), self._changed(event, hydration)),
+            )
             return Transition(hydration.state, emitted, handoffs, (), counts)
         return self._unresolved(record, event, hydration, handoffs, counts)
+
+    def _changed(self, event: ChangeEvent, hydration: rules.Hydration) -> Headers:
+        """Headers `hydrator.changed` (unless `--no-changed-header`) and the re-selected ones."""
+        extra = reselect_headers(hydration.reselected, hydration.reselected_current)
+        if not self.settings.changed_header:
+            return extra
+        changed = changed_columns(event, hydration.patch, hydration.unresolved)
+        return (*extra, changed_header(changed)) if extra else (changed_header(changed),)
 
     def _unresolved(
         self,
@@ -213,7 +240,8 @@ class Hydrator:
             counts["dead_letters"] = 1
             return Transition(hydration.state, (), handoffs, (dead,), counts)
         value = self.codec.encode(event, hydration.patch)
-        emitted = (_output(record, value, hydration.filled, hydration.unresolved),)
+        changed = self._changed(event, hydration)
+        emitted = (_output(record, value, hydration.filled, hydration.unresolved, changed),)
         return Transition(hydration.state, emitted, handoffs, counts=counts)
 
     def _stale(self, state: StateRecord | None, record: RawRecord) -> Transition:

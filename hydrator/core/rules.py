@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hydrator import exact
+from hydrator.core.reselect import Reselected
 from hydrator.core.settings import HydrationSettings, OnUnresolved
 from hydrator.events import Absent, ChangeEvent, Image, Op, Patch, Position
 from state.handoff import Handoff
@@ -22,6 +23,9 @@ class Hydration:
     filled: tuple[str, ...]
     unresolved: tuple[str, ...]
     state: StateRecord
+    # Columns filled from a re-select (core/reselect.py): proven the row's at the event, or not.
+    reselected: tuple[str, ...] = ()
+    reselected_current: tuple[str, ...] = ()
 
 
 def is_stale(state: StateRecord | None, position: Position | None) -> bool:
@@ -89,18 +93,28 @@ def hydrate(
     settings: HydrationSettings,
     now_ms: int,
     image: Image | None,
+    reselected: Reselected | None = None,
 ) -> Hydration:
     """Fill `event` from `image` (normally the state's live image; a handoff's for a key change)
-    and compute the key's next state. Transient key-change fields of `state` are kept."""
+    and compute the key's next state. Transient key-change fields of `state` are kept. Columns of
+    `after` that `image` cannot fill are taken from `reselected` when it has them."""
     patch = Patch(old_image=image)
     unresolved = fill(event.missing_after, image, patch.after)
+    exact: tuple[str, ...] = ()
+    current: tuple[str, ...] = ()
+    if reselected is not None and unresolved:
+        unresolved, exact, current = fill_reselected(unresolved, reselected, patch.after)
     if event.absent is Absent.MISSING and event.op is not Op.DELETE and event.after is not None:
         fill_absent(event.after, image, patch.after)
     if event.op in (Op.UPDATE, Op.DELETE):
         unresolved += _fill_before(event, image, settings, patch)
-    filled = (
-        tuple(dict.fromkeys([*patch.after, *patch.before])) if patch.before else (*patch.after,)
-    )
+    if exact or current:  # re-selected columns are not `filled`
+        taken = {*exact, *current}
+        filled = tuple(dict.fromkeys([*(c for c in patch.after if c not in taken), *patch.before]))
+    else:
+        filled = (
+            tuple(dict.fromkeys([*patch.after, *patch.before])) if patch.before else (*patch.after,)
+        )
     unresolved_columns = tuple(dict.fromkeys(unresolved)) if unresolved else ()
     if unresolved_columns and settings.on_unresolved is OnUnresolved.NULL:
         for column in unresolved_columns:
@@ -108,9 +122,28 @@ def hydrate(
                 patch.after[column] = None
             else:
                 patch.before[column] = None
-    next_state = _next_state(state, event, patch, image, unresolved_columns, now_ms)
+    # A value that may be newer than the event is carried, never kept (core/reselect.py).
+    unstored = (*unresolved_columns, *current) if current else unresolved_columns
+    next_state = _next_state(state, event, patch, image, unstored, now_ms)
     patch.new_image = next_state.image
-    return Hydration(patch, filled, unresolved_columns, next_state)
+    return Hydration(patch, filled, unresolved_columns, next_state, exact, current)
+
+
+def fill_reselected(
+    unresolved: list[str], reselected: Reselected, into: dict[str, Any]
+) -> tuple[list[str], tuple[str, ...], tuple[str, ...]]:
+    """Fill what the state could not from re-selected values: the columns still unresolved,
+    and the re-selected ones, proven (exact) and not (current)."""
+    left: list[str] = []
+    exact: list[str] = []
+    current: list[str] = []
+    for column in unresolved:
+        if column in reselected.values:
+            into[column] = reselected.values[column]
+            (exact if column in reselected.exact else current).append(column)
+        else:
+            left.append(column)
+    return left, tuple(exact), tuple(current)
 
 
 def fill_absent(event_image: Image, image: Image | None, into: dict[str, Any]) -> None:

@@ -37,3 +37,5 @@ class HydrationSettings:
     # they are kept in the key's state.
     max_parked_records: int = 1000
     max_parked_bytes: int = 8 * 1024 * 1024
+    # Header `hydrator.changed` on every hydrated output (`--no-changed-header` turns it off).
+    changed_header: bool = True

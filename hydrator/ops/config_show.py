@@ -17,12 +17,14 @@ import click
 from click.core import ParameterSource
 
 from hydrator.config import format_duration_ms, format_size_bytes
-from hydrator.ops.secrets import mask_item, mask_urls
+from hydrator.ops.secrets import mask_dsn, mask_item, mask_urls
 
 # Where the config file's path is kept for the options it supplies.
 CONFIG_FILE_META = "hydrator.config_file"
 # Options whose values are `name=value` items, some of which may be secrets.
 _ITEM_OPTIONS = frozenset({"kafka-property", "spark-conf"})
+# Options whose values are database connection strings (their password masked).
+_DSN_OPTIONS = frozenset({"reselect"})
 
 
 @dataclass(frozen=True)
@@ -66,8 +68,10 @@ def shown_value(param: click.Parameter, value: Any) -> Any:
         return format_duration_ms(int(value))
     if kind == "size":
         return format_size_bytes(int(value))
-    if isinstance(value, int):
+    if isinstance(value, int | float):
         return value
+    if long_name(param) in _DSN_OPTIONS:
+        return mask_dsn(str(value))
     return mask_urls(str(value))
 
 
@@ -89,7 +93,7 @@ def effective_settings(
 def _toml_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, int):
+    if isinstance(value, int | float):
         return str(value)
     if isinstance(value, list):
         return "[" + ", ".join(_toml_value(item) for item in value) + "]"

@@ -35,6 +35,15 @@ def url_passwords(text: str) -> list[str]:
     return [m.group(2) for m in _URL_PASSWORD.finditer(text) if m.group(2)]
 
 
+# libpq's keyword form (`password=...`, quoted or not), also as a URI query parameter.
+_KEYWORD_PASSWORD = re.compile(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]+)", re.IGNORECASE)
+
+
+def mask_dsn(text: str) -> str:
+    """A database connection string with its password masked, in URI or keyword form."""
+    return _KEYWORD_PASSWORD.sub(lambda m: f"{m.group(1)}{MASK}", mask_urls(text))
+
+
 def mask_setting(name: str, value: str) -> str:
     """The value to show for `name=value`."""
     return MASK if is_secret_name(name) else mask_urls(value)

@@ -812,3 +812,58 @@ def interleaved(records: Sequence[Captured]) -> list[Captured]:
     """Round-robin over partitions by offset: the order a consumer sees when partitions advance
     together (the other extreme from partition after partition)."""
     return sorted(records, key=lambda r: (r.offset, r.partition))
+
+
+# -- changed columns (header hydrator.changed) -------------------------------------------------
+
+HEADER_CHANGED = "hydrator.changed"
+
+
+def expected_changed(full: Mapping[str, Any]) -> set[str]:
+    """The columns a REPLICA IDENTITY FULL event changed: the set difference of its `before`
+    and `after` (every column on a create or snapshot read, none on a delete)."""
+    op, before, after = full.get("op"), full.get("before"), full.get("after")
+    if op == "d" or after is None:
+        return set()
+    if op in ("c", "r") or before is None:
+        return set(after)
+    return {c for c in after if c not in before or before[c] != after[c]}
+
+
+def changed_mismatches(
+    hydrated: Sequence[Any], full: Sequence[Captured], source_header: str = "hydrator.source"
+) -> tuple[list[Mismatch], int]:
+    """Compare the `hydrated.changed` header of every hydrated output (records with `key`,
+    `value`, `headers`: Captured or the core's OutputRecord, in input order per key) with the
+    FULL twin's before/after difference of the event at the same place in its key's sequence.
+    Returns the mismatches and how many events were compared."""
+    mine: dict[str, list[tuple[Any, str]]] = defaultdict(list)
+    for out in hydrated:
+        if out.value is None:
+            continue  # a Kafka tombstone passes through, carrying no header of the hydrator
+        headers = dict(out.headers)
+        where = (headers.get(source_header) or b"?").decode()
+        mine[canonical_key(out.key)].append((headers.get(HEADER_CHANGED), where))
+    twins: dict[str, list[Captured]] = defaultdict(list)
+    for record in full:
+        if record.value is not None:
+            twins[canonical_key(record.key)].append(record)
+    mismatches: list[Mismatch] = []
+    compared = 0
+    for key in sorted(set(mine) | set(twins)):
+        got, want = mine.get(key, []), twins.get(key, [])
+        if len(got) != len(want):
+            mismatches.append(Mismatch(key, -1, "count", len(got), len(want)))
+        for i, ((header, where), twin) in enumerate(zip(got, want, strict=False)):
+            compared += 1
+            expected = expected_changed(payload(twin.value))
+            if header is None:
+                mismatches.append(Mismatch(key, i, "changed", None, sorted(expected), where))
+                continue
+            listed = [c for c in header.decode().split(",") if c]
+            if len(listed) != len(set(listed)) or set(listed) != expected:
+                twin_at = f"{twin.topic}:{twin.partition}:{twin.offset}"
+                mismatches.append(
+                    Mismatch(key, i, "changed", listed, sorted(expected), where, twin_at)
+                )
+    return mismatches, compared

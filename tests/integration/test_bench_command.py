@@ -1,5 +1,6 @@
 """`python -m bench` end to end on a tiny workload (copy and embedded runners only), so the
-benchmark command does not rot: every row measured, every output checked."""
+benchmark command does not rot: every runner drains both backlogs, every output is checked, and
+the figures come from the difference of the two runs."""
 
 from __future__ import annotations
 
@@ -25,15 +26,17 @@ def test_bench_measures_and_checks_the_copy_and_the_engine(
             "-m",
             "bench",
             "--events",
-            "600",
+            "2000",
             "--keys",
             "60",
+            "--small-events",
+            "200",
             "--row-bytes",
             "300",
             "--toast-bytes",
             "1000",
             "--runners",
-            "core,copy,embedded",
+            "core,copy,embedded,embedded-w1",
             "--bootstrap-servers",
             kafka_broker.bootstrap_servers,
             "--json",
@@ -46,20 +49,36 @@ def test_bench_measures_and_checks_the_copy_and_the_engine(
     )
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     report = json.loads(out.read_text())
+    assert report["method"] == "marginal"
+    assert report["workload"]["small_events"] == 200
     rows = {row["key"]: row for row in report["results"]}
-    assert set(rows) == {"core", "copy", "embedded"}
+    assert set(rows) == {"core", "copy", "embedded", "embedded-w1"}
     for key, row in rows.items():
         assert row["status"] == "ok", (key, row)
         assert row["output_check"].startswith("ok"), (key, row)
-        # the copy's window can be a millisecond or two: its CPU in it may round to 0
-        assert row["events_per_s"] > 0 and row["cpu_us_per_event"] >= 0, (key, row)
+    for key in ("copy", "embedded", "embedded-w1"):
+        row = rows[key]
+        small, large = row["runs"]
+        assert (small["events"], large["events"]) == (200, 2000), (key, row)
+        assert small["output_check"].startswith("ok") and large["output_check"].startswith("ok")
+        assert small["wall_s"] > 0 and small["cpu_s"] > 0, (key, row)
+        # on a loaded machine the difference can drown: then no figure, and a note says so
+        if row["events_per_s"] is None:
+            assert any("more --events" in note for note in row["notes"]), (key, row)
+        else:
+            added_s = large["wall_s"] - small["wall_s"]
+            assert row["events_per_s"] == round(1800 / added_s), (key, row)
+            cpu_us = (large["cpu_s"] - small["cpu_s"]) / 1800 * 1e6
+            assert abs(row["cpu_us_per_event"] - cpu_us) < 0.1, (key, row)
     assert rows["copy"]["output_check"] == "ok (count only)"
-    assert rows["copy"]["ratio_to_copy"] == 1.0
-    assert rows["embedded"]["output_records"] >= 600
-    assert rows["embedded"]["rate_method"] == "record timestamps"
+    assert rows["embedded"]["output_records"] >= 2000
     assert rows["embedded"]["state_bytes_per_event"] > 0
+    assert rows["embedded"]["peak_rss_mb"] > 0
+    # the engine's process tree: its workers' CPU is in it, so more than the copy's
+    assert rows["embedded"]["runs"][1]["cpu_s"] > rows["copy"]["runs"][1]["cpu_s"]
+    assert rows["embedded-w1"]["processes"] == "1"
     assert report["machine"]["python_loop_mops"] > 0  # runs of other days compare by it
     assert "M loop steps/s" in done.stdout
-    assert rows["embedded"]["cpu_us_per_event"] > 0
-    assert rows["embedded"]["peak_rss_mb"] > 0
     assert "| embedded engine, EOS, default workers |" in done.stdout
+    assert "| events/s, default workers / the copy limit |" in done.stdout
+    assert "(N2 - N1) / (T2 - T1)" in done.stdout

@@ -110,6 +110,18 @@ def test_enriched_topic_equals_the_full_twin(
     assert not mismatches, f"{len(mismatches)} mismatches:\n{oracle.report(mismatches)}"
 
 
+@pytest.mark.parametrize("schemas", [True, False], ids=["schemas_true", "schemas_false"])
+def test_changed_header_is_the_full_twins_difference(
+    captures: dict[bool, TwinCapture], application: str, kafka_broker: Broker, schemas: bool
+) -> None:
+    """`hydrator.changed` of every output = the FULL twin's before/after difference."""
+    capture = captures[schemas]
+    enriched = oracle.consume_all(kafka_broker.bootstrap_servers, capture.default_topic + SUFFIX)
+    mismatches, compared = oracle.changed_mismatches(enriched, capture.full)
+    assert not mismatches, f"{len(mismatches)} mismatches:\n{oracle.report(mismatches)}"
+    assert compared == sum(1 for r in capture.full if r.value is not None)
+
+
 def test_nothing_dead_and_handoffs_travelled(application: str, kafka_broker: Broker) -> None:
     bootstrap = kafka_broker.bootstrap_servers
     assert read_topic(bootstrap, f"{application}-dlq") == []

@@ -96,6 +96,9 @@ def test_real_debezium_oracle_through_the_spark_engine(
             oracle.events_by_key(oracle.captured_triples(capture.full)),
         )
         assert not mismatches, f"schemas={schemas}: {oracle.report(mismatches)}"
+        changed, compared = oracle.changed_mismatches(hydrated, capture.full)
+        assert not changed, f"schemas={schemas} hydrator.changed: {oracle.report(changed)}"
+        assert compared == sum(1 for r in capture.full if r.value is not None)
     print(
         f"spark oracle: {sum(len(c.default) for c in twins.values())} events, "
         f"{len(crossing)} key changes across partitions, zero mismatches"

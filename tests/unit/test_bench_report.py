@@ -1,46 +1,75 @@
-"""The bench's table (bench/report.py) and its ratios (bench/throughput.py): the Spark engine's
-row is set against the Spark copy, the columns before the new one keep their places."""
+"""The bench's table (bench/report.py) and its ratios: the engine against the peer at equal
+processes and against the copy, the Spark engine against the Spark copy."""
 
 from __future__ import annotations
 
 from dataclasses import asdict
 
 from bench.machine import describe, machine_facts
-from bench.report import COLUMNS, row
+from bench.report import COLUMNS, GoalRatio, goal_ratios, markdown, row
 from bench.throughput import Result, _ratios
 
 
-def test_the_spark_row_gets_its_ratio_to_the_spark_copy() -> None:
-    results = [
-        Result("copy", "copy", events_per_s=40_000),
+def _rows() -> list[Result]:
+    return [
+        Result("copy", "copy", events_per_s=40_000, cpu_us_per_event=7.0),
+        Result("quix-eos", "Quix 1", events_per_s=10_000, cpu_us_per_event=100.0),
+        Result("quix-eos-2", "Quix 2", events_per_s=12_000, cpu_us_per_event=120.0),
+        Result("embedded", "default", events_per_s=30_000, cpu_us_per_event=60.0),
+        Result("embedded-w1", "w1", events_per_s=14_000, cpu_us_per_event=50.0),
         Result("spark-copy", "Spark copy", events_per_s=4_000),
         Result("spark", "Spark engine", events_per_s=1_000),
-        Result("embedded", "embedded", events_per_s=6_000),
     ]
+
+
+def test_the_spark_row_gets_its_ratio_to_the_spark_copy() -> None:
+    results = _rows()
     _ratios(results)
     by_key = {r.key: r for r in results}
     assert by_key["spark"].ratio_to_spark_copy == 0.25
     assert by_key["spark"].ratio_to_copy == 0.03
     assert by_key["embedded"].ratio_to_spark_copy is None
-    assert by_key["spark-copy"].ratio_to_spark_copy is None
+    assert by_key["copy"].ratio_to_copy == 1.0
 
 
-def test_every_row_has_every_column_and_the_old_ones_stay_in_place() -> None:
-    assert COLUMNS[:8] == (
-        "runner",
-        "events/s",
-        "ratio to copy",
-        "ratio to Quix EOS",
-        "CPU µs/event",
-        "peak RSS MB",
-        "state B/event",
-        "output check",
-    )
-    assert COLUMNS[8:] == ("ratio to Spark copy", "broker CPU µs/event")
+def test_the_ratios_are_taken_at_equal_processes() -> None:
+    ratios = {g.name: g for g in goal_ratios([asdict(r) for r in _rows()])}
+    w1 = ratios["events/s, --workers 1 / Quix EOS one instance"]
+    assert (w1.value, w1.met) == (1.4, True)
+    default = ratios["events/s, default workers / the better Quix EOS (one or two instances)"]
+    assert (default.value, default.met) == (2.5, True)  # 30k against the better, 12k
+    cpu_w1 = ratios["CPU µs/event, --workers 1 / Quix EOS one instance"]
+    assert (cpu_w1.value, cpu_w1.met) == (0.5, True)
+    cpu_default = ratios["CPU µs/event, default workers / Quix EOS two instances"]
+    assert (cpu_default.value, cpu_default.met) == (0.5, True)
+    copy = ratios["events/s, default workers / the copy limit"]
+    assert (copy.value, copy.met) == (0.75, True)
+
+
+def test_a_ratio_without_its_runner_is_not_measured_and_a_failed_runner_does_not_count() -> None:
+    rows = [asdict(r) for r in _rows() if r.key != "quix-eos-2"]
+    rows[1]["status"] = "failed: exit 1"  # Quix one instance
+    ratios = {g.name: g for g in goal_ratios(rows)}
+    assert ratios["events/s, --workers 1 / Quix EOS one instance"].value is None
+    assert ratios["events/s, --workers 1 / Quix EOS one instance"].met is None
+    assert ratios["CPU µs/event, default workers / Quix EOS two instances"].value is None
+    default = ratios["events/s, default workers / the better Quix EOS (one or two instances)"]
+    assert default.value is None
+
+
+def test_a_goal_is_met_on_its_side_of_the_bound() -> None:
+    assert GoalRatio("x", 1.3, ">= 1.3").met is True
+    assert GoalRatio("x", 1.29, ">= 1.3").met is False
+    assert GoalRatio("x", 0.6, "<= 0.6").met is True
+    assert GoalRatio("x", 0.61, "<= 0.6").met is False
+
+
+def test_every_row_has_every_column() -> None:
     ok = asdict(
         Result(
             "spark",
             "Spark engine",
+            processes="local[2]",
             events_per_s=1_000,
             ratio_to_spark_copy=0.25,
             broker_cpu_us_per_event=42.0,
@@ -49,9 +78,51 @@ def test_every_row_has_every_column_and_the_old_ones_stay_in_place() -> None:
     ok["output_check"] = "ok"
     cells = row(ok)
     assert len(cells) == len(COLUMNS)
-    assert cells[1] == "1,000" and cells[7] == "ok" and cells[8] == "0.25" and cells[9] == "42"
+    assert dict(zip(COLUMNS, cells, strict=True)) == {
+        "runner": "Spark engine",
+        "processes": "local[2]",
+        "events/s": "1,000",
+        "CPU µs/event": "\u2013",
+        "ratio to copy": "\u2013",
+        "broker CPU µs/event": "42",
+        "peak RSS MB": "\u2013",
+        "state B/event": "\u2013",
+        "output check": "ok",
+        "ratio to Spark copy": "0.25",
+    }
     failed = asdict(Result("spark-copy", "Spark copy", status="failed: exit 1"))
     assert len(row(failed)) == len(COLUMNS)
+
+
+def test_the_markdown_names_the_method_and_the_ratios() -> None:
+    results = _rows()
+    _ratios(results)
+    for r in results:
+        r.output_check = "ok"
+    report = {
+        "workload": {
+            "events": 100_000,
+            "small_events": 25_000,
+            "keys": 10_000,
+            "row_bytes": 1_000,
+            "toast_bytes": 8_000,
+            "placeholder_ratio": 0.5,
+            "partitions": 4,
+        },
+        "machine": {
+            "cpus": 2,
+            "load_average_at_start": [0.1, 0.1, 0.1],
+            "python_loop_mops": 30.0,
+            "broker": "local",
+        },
+        "results": [asdict(r) for r in results],
+        "notes": [],
+    }
+    text = markdown(report)
+    assert "backlogs of 25,000 and 100,000" in text
+    assert "(N2 - N1) / (T2 - T1)" in text
+    assert "| events/s, --workers 1 / Quix EOS one instance | 1.40 | >= 1.3 | met |" in text
+    assert "Python speed 30.0 M loop steps/s" in text
 
 
 def test_the_machine_line_gives_the_python_speed_runs_are_compared_by() -> None:
@@ -60,3 +131,42 @@ def test_the_machine_line_gives_the_python_speed_runs_are_compared_by() -> None:
     line = describe(machine)
     assert line.startswith(f"{machine['cpus']} CPUs, load average at start ")
     assert line.endswith(f"Python speed {machine['python_loop_mops']} M loop steps/s")
+
+
+def test_the_latency_table_sets_the_engine_p99_against_quix_at_the_same_rate() -> None:
+    from bench.latency import _p99_ratio, summary
+
+    def run(p99: float) -> dict:
+        return {
+            "fed": 1_000,
+            "seen": 1_000,
+            "feed_rate": 5_000,
+            "latency_ms": {"p50": 10.0, "p90": 20.0, "p99": p99, "max": 300.0},
+            "rss": {"mb_at_tenths": [1.0] * 11, "growth_pct": 0.0, "peak_mb": 1.0},
+        }
+
+    engine, quix = run(200.0), run(400.0)
+    assert _p99_ratio(engine, quix) == 0.5
+    assert _p99_ratio(engine, run(None)) is None  # type: ignore[arg-type]
+    report = {
+        "workload": {
+            "keys": 100,
+            "row_bytes": 500,
+            "toast_bytes": 2_000,
+            "placeholder_ratio": 0.5,
+            "partitions": 4,
+        },
+        "machine": {"cpus": 2, "load_average_at_start": [0.1], "python_loop_mops": 30.0},
+        "rate": 5_000,
+        "seconds": 60,
+        **engine,
+        "quix": quix,
+        "p99_ratio_to_quix": 0.5,
+    }
+    text = summary(report)
+    assert (
+        "| end-to-end latency p50 / p90 / p99 / max (ms) | 10.0 / 20.0 / 200.0 / 300.0 | " in text
+    )
+    assert "| p99 ratio, engine / Quix | 0.5 | |" in text
+    alone = {k: v for k, v in report.items() if k not in ("quix", "p99_ratio_to_quix")}
+    assert "Quix" not in summary(alone)

@@ -126,6 +126,9 @@ SECRET = "hunter2-Secret"
         (["--spark-conf", f"spark.ssl.keyPassword={SECRET}"], {}, SECRET),
         (["--master", f"spark://admin:{SECRET}@head:7077"], {}, SECRET),
         ([], {"HYDRATOR_BOOTSTRAP_SERVERS": f"SASL_SSL://svc:{SECRET}@k:9093"}, SECRET),
+        (["--reselect", f"postgresql://app:{SECRET}@db:5432/shop"], {}, SECRET),
+        ([], {"HYDRATOR_RESELECT": f"host=db dbname=shop password={SECRET}"}, SECRET),
+        (["--reselect", f"host=db password='{SECRET}' user=app"], {}, SECRET),
     ],
 )
 def test_config_show_masks_every_secret_looking_value(
@@ -156,6 +159,8 @@ BAD_VALUES = [
     ("application-id", "a/b"),
     ("format", "xml"),
     ("available-now", "perhaps"),
+    ("reselect-max-qps", "0"),
+    ("reselect-timeout", "soon"),
     ("kafka-property", "no-equals-sign"),
     ("kafka-property", "isolation.level=read_uncommitted"),
     ("placeholder", "hex:zz"),

@@ -45,6 +45,7 @@ from hydrator.engines.embedded.counts import RunCounts
 from hydrator.engines.embedded.loop import StreamLoop
 from hydrator.engines.embedded.metrics import EmbeddedMetrics, Phase, partition_lag
 from hydrator.engines.embedded.progress import Progress, ProgressSink, Reporter
+from hydrator.engines.embedded.reselect import batch_reselect
 from hydrator.engines.embedded.restore import Restorer, RestoreStopped, set_aside
 from hydrator.engines.embedded.sized_sink import SizeCheckedSink
 from hydrator.engines.embedded.state_dir import StateDirectory, StateDirLocked, StateDirUnusable
@@ -341,6 +342,7 @@ class EmbeddedEngine:
             config.large_value_compression,
             self.worker.claim if self.worker is not None else lambda owned: None,
         )
+        reselect = batch_reselect(self.hydrator, config)
         try:
             writer.init()
             # A stopped member keeps its partitions until its session expires; then the group
@@ -376,6 +378,7 @@ class EmbeddedEngine:
                 self.metrics,
                 config.backlog_commit_interval_ms,
                 new_partitions_from_first_record=_resets_to_earliest(consumer_config),
+                reselect=reselect,
             )
             self.metrics.enter(Phase.RUNNING, assignment)
             loop.run(self._should_stop)
@@ -385,6 +388,8 @@ class EmbeddedEngine:
             # open: the group member ends with the process (see the module's note); an
             # in-process restart closes it (`_leave_group`).
             self._member = consumer
+            if reselect is not None:
+                reselect.client.close()
             assignment.close_all()
             with blocking("closing the producer", CLOSE_TIMEOUT_S):
                 producer.flush(CLOSE_TIMEOUT_S)

@@ -21,19 +21,21 @@ from __future__ import annotations
 import gc
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, TopicPartition
 
 from hydrator.core.hydrator import read_handoff
 from hydrator.core.records import DeadLetter
+from hydrator.core.reselect import Reselected
 from hydrator.engines.embedded.assignment import Assignment
 from hydrator.engines.embedded.available_now import AvailableNow
 from hydrator.engines.embedded.changelog import CommittedOffsets
 from hydrator.engines.embedded.counts import RunCounts
 from hydrator.engines.embedded.metrics import EmbeddedMetrics, Phase, partition_lag
 from hydrator.engines.embedded.progress import ProgressSink
+from hydrator.engines.embedded.reselect import BatchReselect
 from hydrator.engines.embedded.topics import check_topic_error
 from hydrator.engines.embedded.topology import Topology
 from hydrator.engines.embedded.transaction import TransactionalWriter
@@ -86,6 +88,7 @@ class StreamLoop:
         metrics: EmbeddedMetrics,
         backlog_commit_interval_ms: int | None = None,
         new_partitions_from_first_record: bool = False,
+        reselect: BatchReselect | None = None,
     ) -> None:
         """`backlog_commit_interval_ms`: how long a batch may stay open while a backlog waits
         (None, or no longer than `commit_interval_ms`: batches never stretch).
@@ -115,6 +118,7 @@ class StreamLoop:
         # What the group has committed: each transaction's witness is a position past it.
         self._committed = CommittedOffsets()
         self._from_first_record = new_partitions_from_first_record
+        self._reselect = reselect  # --reselect (reselect.py)
 
     def run(self, should_stop: Callable[[], bool]) -> None:
         with _rare_collections():
@@ -154,8 +158,9 @@ class StreamLoop:
     def _turn(self) -> None:
         """Consume a batch, process it, fire timers, commit when due."""
         messages = self._next_batch()
+        reselected = self._reselect_for(messages)
         for msg in messages:
-            self._dispatch(msg)
+            self._dispatch(msg, reselected)
         if messages:
             self._fit_batch(messages)
             self._writer.serve_deliveries()
@@ -241,7 +246,31 @@ class StreamLoop:
 
     # -- records -----------------------------------------------------------------------------
 
-    def _dispatch(self, msg: Message) -> None:
+    def _reselect_for(self, messages: list[Message]) -> Mapping[str, Reselected]:
+        """With `--reselect`: what the source gives for the batch's unfillable placeholders."""
+        if self._reselect is None or not messages:
+            return {}
+        tasks = self._assignment.tasks
+        batch = []
+        for msg in messages:
+            if msg.error() is not None or msg.topic() == self._topology.handoff_topic:
+                continue
+            task = tasks.get(consumed.partition(msg))
+            if task is None:
+                continue
+            batch.append((task, _raw(msg)))
+        if not batch:
+            return {}
+        stats = self._reselect.client.stats
+        before = (stats.queries, stats.failures, stats.skipped)
+        found = self._reselect.prepare(batch, batch[0][0].now_ms())
+        counts = self._counts.batch()
+        counts["reselect_queries"] += stats.queries - before[0]
+        counts["reselect_failures"] += stats.failures - before[1]
+        counts["reselect_skipped"] += stats.skipped - before[2]
+        return found
+
+    def _dispatch(self, msg: Message, reselected: Mapping[str, Reselected] | None = None) -> None:
         error = msg.error()
         if error is not None:
             if error.fatal():
@@ -256,18 +285,11 @@ class StreamLoop:
         if self._batch_started is None:
             self._batch_started = time.monotonic()
         self._uncommitted += 1
-        record = RawRecord(
-            consumed.topic(msg),
-            consumed.partition(msg),
-            consumed.offset(msg),
-            msg.key(),
-            msg.value(),
-            tuple(consumed.headers(msg) or ()),
-            msg.timestamp()[1],
-        )
+        record = _raw(msg)
         if record.topic != self._topology.handoff_topic:
             self._counts.batch(record.topic)["records"] += 1
-            task.process(record, task.now_ms())
+            supplement = reselected.get(record.source) if reselected else None
+            task.process(record, task.now_ms(), supplement)
             return
         handoff = read_handoff(record)
         if isinstance(handoff, DeadLetter):
@@ -459,3 +481,15 @@ def _rare_collections() -> Iterator[None]:
     finally:
         gc.set_threshold(*thresholds)
         gc.unfreeze()
+
+
+def _raw(msg: Message) -> RawRecord:
+    return RawRecord(
+        consumed.topic(msg),
+        consumed.partition(msg),
+        consumed.offset(msg),
+        msg.key(),
+        msg.value(),
+        tuple(consumed.headers(msg) or ()),
+        msg.timestamp()[1],
+    )

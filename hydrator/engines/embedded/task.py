@@ -23,6 +23,7 @@ from hydrator.core.records import (
     OutputRecord,
     Transition,
 )
+from hydrator.core.reselect import Reselected
 from hydrator.engines.embedded.clock import (
     CLOCK_KEY,
     CatchUp,
@@ -116,7 +117,8 @@ class Task:
 
     # -- inputs ------------------------------------------------------------------------------
 
-    def process(self, record: RawRecord, now_ms: int) -> None:
+    def process(self, record: RawRecord, now_ms: int, reselected: Reselected | None = None) -> None:
+        """`reselected`: values read from the source for its placeholders (reselect.py)."""
         route = self._route(record)
         if isinstance(route, DeadLetter):
             self._emit(record.topic, rejected(route))
@@ -125,7 +127,7 @@ class Task:
         else:
             key = state_key(record.topic, route)
             state = self.state(key)
-            step = self._hydrator.process(state, record, route, now_ms)
+            step = self._hydrator.process(state, record, route, now_ms, reselected)
             self._apply(record.topic, key, state, step)
         self._local_handoffs.drain()
 

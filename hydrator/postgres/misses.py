@@ -1,0 +1,74 @@
+"""Which columns of a Debezium Postgres event a re-select could fill, and where to read them:
+the table (`source.schema`/`source.table`), the primary key (the Kafka key's fields), the
+event's transaction (`source.txId`) and the placeholder shipped for each column. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from hydrator import exact
+from hydrator.events import RawRecord
+from hydrator.formats.debezium import unwrap
+from hydrator.formats.keys import key_document
+
+
+@dataclass(frozen=True)
+class Miss:
+    """An event's columns that neither state nor a handoff could fill."""
+
+    source: str  # the record's topic:partition:offset
+    state_key: str  # the canonical key its state lives under
+    schema: str
+    table: str
+    key_columns: tuple[str, ...]
+    key: tuple[Any, ...]
+    tx_id: int | None
+    shipped: Mapping[str, Any]  # column -> the placeholder the event carried for it
+
+
+def miss_of(record: RawRecord, state_key: str, columns: tuple[str, ...]) -> Miss | None:
+    """The re-select request for `columns` of `record`'s `after`; None when the record does not
+    say where its row is (not a Postgres event, no key, a key that is not an object of integers
+    and strings). An event without `source.connector` is taken for a Postgres one."""
+    if record.key is None or record.value is None or not columns:
+        return None
+    try:
+        key = key_document(record.key)
+        payload, _ = unwrap(exact.loads(record.value))
+    except Exception:
+        return None
+    source, after = payload.get("source"), payload.get("after")
+    if not isinstance(source, dict) or not isinstance(after, dict) or not isinstance(key, dict):
+        return None
+    if source.get("connector", "postgresql") != "postgresql":
+        return None  # another database's event (MySQL, SQL Server, ...): not ours to read
+    schema, table = source.get("schema"), source.get("table")
+    if not isinstance(schema, str) or not isinstance(table, str) or not key:
+        return None
+    if not all(isinstance(v, int | str) and not isinstance(v, bool) for v in key.values()):
+        return None
+    tx_id = source.get("txId")
+    shipped = {column: after[column] for column in columns if column in after}
+    return Miss(
+        record.source,
+        state_key,
+        schema,
+        table,
+        tuple(key),
+        tuple(key.values()),
+        tx_id if type(tx_id) is int else None,
+        shipped,
+    )
+
+
+def tx_id_of(record: RawRecord) -> int | None:
+    """The record's `source.txId`, if it has one."""
+    try:
+        payload, _ = unwrap(exact.loads(record.value or b""))
+        tx_id = payload.get("source", {}).get("txId")
+    except Exception:
+        return None
+    return tx_id if type(tx_id) is int else None
