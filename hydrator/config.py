@@ -259,7 +259,9 @@ def build_config(options: Mapping[str, Any]) -> RunConfig:
         changed_header=options.get("changed_header", True),
     )
     format_options = FormatOptions(
-        placeholder=options["placeholder"], fill_absent=options["fill_absent"]
+        placeholder=options["placeholder"],
+        fill_absent=options["fill_absent"],
+        **_schema_registry(options),
     )
     _check_placeholder(format_options)
     _check_format(options["format_"], format_options)
@@ -320,6 +322,24 @@ def build_spark_options(options: Mapping[str, Any]) -> SparkOptions:
     except ConfigError as exc:
         raise ConfigError(str(exc), "--spark-conf") from None
     return SparkOptions(options["master"], conf, options["max_offsets_per_trigger"])
+
+
+def _schema_registry(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The schema registry's FormatOptions fields from `run`'s options."""
+    url = (options.get("schema_registry_url") or "").strip()
+    try:
+        settings = parse_properties(options.get("schema_registry_properties") or ())
+    except ClientConfigError as exc:
+        raise ConfigError(str(exc), "--schema-registry-property") from None
+    if settings and not url:
+        raise ConfigError("needs --schema-registry-url", "--schema-registry-property")
+    if "url" in settings:
+        raise ConfigError("give the URL with --schema-registry-url", "--schema-registry-property")
+    return {
+        "schema_registry_url": url or None,
+        "schema_registry_config": tuple(sorted(settings.items())),
+        "schema_registry_wait_s": options.get("schema_registry_timeout", 60_000) / 1000,
+    }
 
 
 def _check_placeholder(options: FormatOptions) -> None:

@@ -28,6 +28,12 @@ class InvalidKey(ValueError):
     """The key bytes are not a decodable key."""
 
 
+class Unavailable(RuntimeError):
+    """A service a codec needs to read records (a schema registry) did not answer after its
+    retries. Not the record's fault: never a dead letter; the engine stops with the exit a
+    supervisor restarts it on, and the record is read again after the restart."""
+
+
 @dataclass(slots=True)
 class RawRecord:
     """A record as read from an input topic. A value: nothing changes one after it is made (not
@@ -120,7 +126,9 @@ class ChangeEvent:
     orders a key's events (rule 4: at or before the stored one is stale; None: no ordering);
     `old_key`/`new_key` are canonical keys of a primary-key change (rule 5) and
     `new_key_route` the new key's raw Kafka key bytes, so the handoff is partitioned like the
-    input. `envelope` is codec-private: whatever `encode` needs to rebuild the record.
+    input. `transaction` is the source transaction's id where the format gives one (Debezium
+    Postgres: `source.txId`), to place the event against a bootstrap snapshot. `envelope` is
+    codec-private: whatever `encode` needs to rebuild the record.
     """
 
     op: Op
@@ -136,6 +144,7 @@ class ChangeEvent:
     envelope: Any = None
     absent: Absent = Absent.DROPPED
     cell_times: Mapping[str, int] | None = None
+    transaction: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,8 +203,9 @@ class Codec(Protocol):
         """The record as a neutral change event, or Passthrough for one forwarded unchanged."""
         ...
 
-    def encode(self, event: ChangeEvent, patch: Patch) -> bytes:
+    def encode(self, event: ChangeEvent, patch: Patch) -> bytes | None:
         """The record's value with `patch` rendered in the same envelope; nothing else changes.
         Called for every event hydrated, also when `patch` is empty (a codec that adds whole
-        images always has something to write); return the input bytes when nothing changes."""
+        images always has something to write); return the input bytes when nothing changes
+        (None for a Kafka tombstone the format reads as a delete, which stays one)."""
         ...

@@ -11,8 +11,9 @@ Format 3 is format 2 whose image may hold large values (state/large.py) as msgpa
 written only for a record that holds one, so every other record keeps format 1 or 2. Its
 decimals are extension 3 (format 2's code for them, 2, is a large value here).
 
-The body is a list of eight fields, and a ninth (per-cell write times) only for a record that
-has them, so records without them keep the bytes earlier releases wrote and read.
+The body is a list of eight fields, a ninth (per-cell write times) only for a record that
+has them, and a tenth (the bootstrap mark, state.record) only for a bootstrapped record, so
+records without them keep the bytes earlier releases wrote and read.
 """
 
 from __future__ import annotations
@@ -61,8 +62,10 @@ def encode_state(record: StateRecord) -> bytes:
         record.awaiting,
         record.waiting_since_ms,
     ]
-    if record.cell_times is not None:
+    if record.cell_times is not None or record.bootstrap is not None:
         body.append(record.cell_times)
+    if record.bootstrap is not None:
+        body.append(list(record.bootstrap))
     cells = body[0]
     if type(cells) is dict and has_refs(cells):
         # told up front: packing first and catching msgpack's TypeError packed such rows twice
@@ -86,8 +89,8 @@ def decode_state(data: bytes, reader: LargeValueReader | None = None) -> StateRe
             body = msgpack.unpackb(data[1:], raw=False, strict_map_key=False, ext_hook=_unpack_ext)
         else:
             body = exact.unpack(data[1:], strict_map_key=False)
-        if not isinstance(body, list) or len(body) not in (8, 9):
-            raise ValueError("not a list of 8 or 9 fields")
+        if not isinstance(body, list) or len(body) not in (8, 9, 10):
+            raise ValueError("not a list of 8 to 10 fields")
         image, pos, deleted, updated_at, handoffs, parked, awaiting, waiting = body[:8]
         if data[0] == FORMAT_V3 and isinstance(image, dict) and has_refs(image):
             image = LazyImage(image, reader if reader is not None else InlineReader())
@@ -100,7 +103,8 @@ def decode_state(data: bytes, reader: LargeValueReader | None = None) -> StateRe
             parked=tuple(RawRecord.from_tuple(item) for item in parked),
             awaiting=awaiting,
             waiting_since_ms=waiting,
-            cell_times=body[8] if len(body) == 9 else None,
+            cell_times=body[8] if len(body) >= 9 else None,
+            bootstrap=tuple(body[9]) if len(body) == 10 else None,
         )
     except (ValueError, TypeError, msgpack.UnpackException) as exc:
         # whatever the bytes hold, they are not a state record: say so, never crash differently

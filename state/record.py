@@ -28,6 +28,11 @@ class StateRecord:
 
     `cell_times` is kept for events that carry per-cell write times (ChangeEvent.cell_times):
     per column of `image`, the write time of the value it holds. None otherwise.
+
+    `bootstrap` marks an image that `hydrator state bootstrap` wrote and no stream event has
+    replaced yet: () when it came from a topic of full rows (`pos` is the row's), else the
+    Postgres snapshot it was read in (hydrator.core.visibility). `with_row` clears it: the
+    first event that applies makes the image the stream's.
     """
 
     image: dict[str, Any] | None = None
@@ -39,6 +44,7 @@ class StateRecord:
     awaiting: str | None = None
     waiting_since_ms: int | None = None
     cell_times: dict[str, int] | None = None
+    bootstrap: tuple[int, ...] | None = None
 
     def with_row(
         self,

@@ -5,7 +5,8 @@ Every option also reads `HYDRATOR_<NAME>` (e.g. HYDRATOR_INPUT_TOPIC, several va
 spaces or commas) and the TOML file given by `--config` / HYDRATOR_CONFIG; the command line wins
 over the environment, which wins over the file. Exit codes: 0 done, 2 bad usage or configuration
 (the message names the option), 1 a fatal error while running, 75 (embedded) a temporary failure
-(no broker within --startup-timeout, or a Kafka call blocked past its timeout): start it again,
+(no broker within --startup-timeout, a Kafka call blocked past its timeout, or a schema registry
+silent past --schema-registry-timeout): start it again,
 130 interrupted (a second stop signal, or a stop the blocked engine could not honour in time).
 With --workers N > 1 the run ends with the code of the worker that ended it
 (hydrator/engines/embedded/workers.py says when a worker is started again instead).

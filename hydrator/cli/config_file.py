@@ -43,7 +43,11 @@ def config_defaults(
     for name, setting in values.items():
         if name not in by_option:
             raise click.BadParameter(f"unknown option {name!r} in {path}", ctx, param)
-        if by_option[name] == "kafka_properties" and isinstance(setting, str):
+        if by_option[name] in _PROPERTY_LISTS and isinstance(setting, str):
             setting = split_env_properties(setting)  # one string: a property per line
         defaults[by_option[name]] = setting
     return defaults
+
+
+# options whose config-file value may be one string holding a property per line
+_PROPERTY_LISTS = frozenset({"kafka_properties", "schema_registry_properties"})

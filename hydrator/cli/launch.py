@@ -25,8 +25,10 @@ log = logging.getLogger("hydrator")
 
 def run_secrets(config: RunConfig, spark: SparkOptions | None = None) -> set[str]:
     """The values no line may show: secret `-X`/`--spark-conf` values and URL passwords."""
-    settings = {**config.kafka_properties, **(spark.conf if spark else {})}
+    registry = dict(config.format_options.schema_registry_config)
+    settings = {**config.kafka_properties, **(spark.conf if spark else {}), **registry}
     texts = [config.bootstrap_servers, str(config.state_dir), spark.master if spark else ""]
+    texts.append(config.format_options.schema_registry_url or "")
     found = secret_values(settings, texts)
     if config.reselect is not None:  # the --reselect DSN's password
         found |= config.reselect.secrets()
@@ -64,6 +66,7 @@ def _run_engine(config: RunConfig, worker: Worker | None = None) -> int:
     """The embedded engine in this process: the whole run, or one worker of it."""
     from hydrator.engines.embedded.engine import CONFIG_ERRORS, EmbeddedEngine
     from hydrator.engines.embedded.watchdog import EXIT_TEMPORARY
+    from hydrator.events import Unavailable
     from hydrator.kafka.reachability import BrokerUnavailable
 
     engine = EmbeddedEngine(config, worker=worker)
@@ -75,7 +78,7 @@ def _run_engine(config: RunConfig, worker: Worker | None = None) -> int:
         run,
         run_secrets(config),
         CONFIG_ERRORS,
-        (BrokerUnavailable,),
+        (BrokerUnavailable, Unavailable),  # the broker, the schema registry
         EXIT_TEMPORARY,
     )
     if engine.in_group:

@@ -143,6 +143,33 @@ _RUN_OPTIONS: list[Callable[[Callable[..., None]], Callable[..., None]]] = [
         "shipped; fill it (in after of c/r/u, before of u/d).",
     ),
     click.option(
+        "--schema-registry-url",
+        envvar=env_name("schema_registry_url"),
+        metavar="URL",
+        help="Confluent-compatible schema registry: Confluent-framed Avro values and keys are "
+        "decoded with their writer schema, and written back with the same schema id "
+        "(--format auto, debezium, debezium-flat).",
+    ),
+    click.option(
+        "--schema-registry-property",
+        "schema_registry_properties",
+        type=KafkaProperty(),
+        multiple=True,
+        metavar="NAME=VALUE",
+        envvar=env_name("schema_registry_property"),
+        help="Schema registry client setting (basic.auth.user.info, ssl.ca.location, ...). Give "
+        "secrets through HYDRATOR_SCHEMA_REGISTRY_PROPERTY or --config.",
+    ),
+    click.option(
+        "--schema-registry-timeout",
+        type=Duration(),
+        default="60s",
+        show_default=True,
+        envvar=env_name("schema_registry_timeout"),
+        help="How long a schema registry that does not answer is retried before the run stops "
+        "(embedded: exit 75, for a supervisor to start it again).",
+    ),
+    click.option(
         "--fill-before/--no-fill-before",
         default=True,
         show_default=True,

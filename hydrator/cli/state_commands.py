@@ -1,4 +1,5 @@
-"""`hydrator state inspect|stats`: read an embedded engine's local state."""
+"""`hydrator state inspect|stats`: read an embedded engine's local state; `hydrator state
+bootstrap` (bootstrap_command.py) fills it."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from hydrator.cli.bootstrap_command import bootstrap_command
 from hydrator.cli.config_file import config_defaults
 from hydrator.cli.params import ENGINES, FORMATS, ApplicationId, env_name
 from hydrator.cli.run_command import run
@@ -76,7 +78,8 @@ def _state_options(command: Callable[..., None]) -> Callable[..., None]:
 
 @click.group("state")
 def state_group() -> None:
-    """Read an embedded engine's local state (read-only, also beside a running instance)."""
+    """Read an embedded engine's local state (read-only, also beside a running instance), or
+    fill an application's state before it runs (bootstrap)."""
 
 
 def _state_stores(engine: str, state_dir: Path, application_id: str) -> list[TaskStore]:
@@ -182,3 +185,6 @@ def state_stats(engine: str, state_dir: Path, application_id: str, as_json: bool
         return 0
 
     _state_tool(work)
+
+
+state_group.add_command(bootstrap_command)

@@ -64,6 +64,11 @@ COUNTERS: tuple[CounterSpec, ...] = (
         "reselected_columns_current",
         "Columns filled from a re-select of a row written since the event (may be newer).",
     ),
+    _core(
+        "bootstrap_older_events",
+        "Events older than their key's bootstrapped image: out unfilled, marked hydrator.stale.",
+    ),
+    _core("bootstrap_applied_events", "First events applied over a bootstrapped image."),
     _core("tick_failures", "Timer steps that failed on a state (its parked records to the DLQ)."),
     # -- the embedded engine ---------------------------------------------------------------------
     _embedded("records", "Input records read (handoff records not included)."),
@@ -100,6 +105,9 @@ COUNTERS: tuple[CounterSpec, ...] = (
     ),
     # -- the Spark engine ------------------------------------------------------------------------
     _spark("state_unreadable", "Keys whose Spark state could not be decoded (started afresh)."),
+    _spark(
+        "bootstrapped_keys", "Keys whose state a bootstrap record set (hydrator state bootstrap)."
+    ),
     _spark("rows_unreadable", "Routed rows that did not unpack (a bug, not bad input)."),
 )
 

@@ -11,8 +11,9 @@ These entry points never raise for what a record carries: whatever the exception
 becomes a dead letter whose reason is `<format>: <ExceptionType>: <message>` (the format named,
 as a wrong `--format` is the commonest cause; under `auto` the format detected or those tried),
 and the state stays as it was. Only `--on-unresolved fail` (UnresolvedColumnsError), running
-out of memory and a failing state store (StorageError: a large value is read from the store
-while the rules run) go through: they are no record's fault.
+out of memory, a failing state store (StorageError: a large value is read from the store while
+the rules run) and a service the codec needs not answering (Unavailable: a schema registry that
+is down) go through: they are no record's fault.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 
-from hydrator.core import rules
+from hydrator.core import rules, visibility
 from hydrator.core.changes import changed_columns, changed_header
 from hydrator.core.records import (
     HEADER_FILLED,
@@ -37,14 +38,26 @@ from hydrator.core.settings import (
     OnUnresolved,
     UnresolvedColumnsError,
 )
-from hydrator.events import Absent, ChangeEvent, Codec, Headers, Op, Passthrough, RawRecord
+from hydrator.events import (
+    Absent,
+    ChangeEvent,
+    Codec,
+    Headers,
+    Op,
+    Passthrough,
+    RawRecord,
+    Unavailable,
+)
 from state.errors import StorageError
 from state.handoff import Handoff
 from state.record import StateRecord
 
 HEADER_STALE = "hydrator.stale"
-# Not hostile input: deliberate stops, and the machine itself failing (memory, the state store).
-_PASSED_THROUGH = (UnresolvedColumnsError, MemoryError, StorageError)
+# An event older than the key's bootstrapped image (docs/cold-start.md).
+_OLDER = ((HEADER_STALE, b"bootstrap"),)
+# Not hostile input: deliberate stops, the machine itself failing (memory, the state store), and
+# a service the codec needs (a schema registry) that does not answer.
+_PASSED_THROUGH = (UnresolvedColumnsError, MemoryError, StorageError, Unavailable)
 REASON_CHARS = 1000
 
 
@@ -161,6 +174,12 @@ class Hydrator:
         now_ms: int,
         reselected: Reselected | None = None,
     ) -> Transition:
+        if (
+            state is not None
+            and state.bootstrap is not None
+            and visibility.contains(state.bootstrap, state.pos, event.transaction, event.position)
+        ):
+            return self._older_than_bootstrap(state, record, key, event, now_ms)
         if rules.is_stale(state, event.position):
             return self._stale(state, record)
         image = rules.live_image(state)
@@ -185,6 +204,8 @@ class Hydrator:
         if hydration.reselected or hydration.reselected_current:
             counts["reselected_columns_exact"] = len(hydration.reselected)
             counts["reselected_columns_current"] = len(hydration.reselected_current)
+        if state is not None and state.bootstrap is not None:
+            counts["bootstrap_applied_events"] = 1
         handoffs: tuple[Handoff, ...] = ()
         if event.op is Op.DELETE and event.new_key is not None and key is not None:
             handoffs = (
@@ -215,6 +236,40 @@ class Hydrator:
         changed = changed_columns(event, hydration.patch, hydration.unresolved)
         return (*extra, changed_header(changed)) if extra else (changed_header(changed),)
 
+    def _older_than_bootstrap(
+        self,
+        state: StateRecord,
+        record: RawRecord,
+        key: str | None,
+        event: ChangeEvent,
+        now_ms: int,
+    ) -> Transition:
+        """An event the bootstrapped image already contains (hydrator.core.visibility): the
+        image is later than the event, so nothing is filled from it. The event goes out as it
+        came, marked `hydrator.stale: bootstrap`, its missing columns unresolved (rule 6); the
+        state stays. A key change it carries hands off no image (its old image is unknown), so
+        the new key does not wait."""
+        hydration = rules.hydrate(None, event, self.settings, now_ms, None)
+        counts = {"events": 1, "bootstrap_older_events": 1}
+        handoffs: tuple[Handoff, ...] = ()
+        if event.op is Op.DELETE and event.new_key is not None and key is not None:
+            handoff = Handoff(
+                record.topic,
+                event.new_key,
+                key,
+                None,
+                event.position,
+                record.source,
+                event.new_key_route,
+            )
+            handoffs = (handoff,)
+            counts["handoffs_sent"] = 1
+        hydration.state = state
+        if hydration.unresolved:
+            return self._unresolved(record, event, hydration, handoffs, counts, _OLDER)
+        output = _output(record, self.codec.encode(event, hydration.patch), extra=_OLDER)
+        return Transition(state, (output,), handoffs, (), counts)
+
     def _unresolved(
         self,
         record: RawRecord,
@@ -222,6 +277,7 @@ class Hydrator:
         hydration: rules.Hydration,
         handoffs: tuple[Handoff, ...],
         counts: dict[str, int],
+        extra: Headers = (),
     ) -> Transition:
         """Rule 6: columns no state could fill, under `--on-unresolved`."""
         policy = self.settings.on_unresolved
@@ -240,8 +296,9 @@ class Hydrator:
             counts["dead_letters"] = 1
             return Transition(hydration.state, (), handoffs, (dead,), counts)
         value = self.codec.encode(event, hydration.patch)
-        changed = self._changed(event, hydration)
-        emitted = (_output(record, value, hydration.filled, hydration.unresolved, changed),)
+        # an event older than a bootstrapped image carries its marker, not a change list
+        headers = extra or self._changed(event, hydration)
+        emitted = (_output(record, value, hydration.filled, hydration.unresolved, headers),)
         return Transition(hydration.state, emitted, handoffs, counts=counts)
 
     def _stale(self, state: StateRecord | None, record: RawRecord) -> Transition:

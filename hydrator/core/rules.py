@@ -104,6 +104,7 @@ def hydrate(
     current: tuple[str, ...] = ()
     if reselected is not None and unresolved:
         unresolved, exact, current = fill_reselected(unresolved, reselected, patch.after)
+    unknown_after = tuple(unresolved)
     if event.absent is Absent.MISSING and event.op is not Op.DELETE and event.after is not None:
         fill_absent(event.after, image, patch.after)
     if event.op in (Op.UPDATE, Op.DELETE):
@@ -120,10 +121,13 @@ def hydrate(
         for column in unresolved_columns:
             if column in event.missing_after:
                 patch.after[column] = None
-            else:
+            if patch.whole_before is not None:
+                if column not in patch.whole_before:
+                    patch.whole_before = {**patch.whole_before, column: None}
+            elif column not in event.missing_after:
                 patch.before[column] = None
     # A value that may be newer than the event is carried, never kept (core/reselect.py).
-    unstored = (*unresolved_columns, *current) if current else unresolved_columns
+    unstored = (*unknown_after, *current) if current else unknown_after
     next_state = _next_state(state, event, patch, image, unstored, now_ms)
     patch.new_image = next_state.image
     return Hydration(patch, filled, unresolved_columns, next_state, exact, current)
@@ -164,6 +168,11 @@ def _fill_before(
         if settings.fill_before and image is not None:
             # every value of it is rendered: read the large ones now (state/large.py)
             patch.whole_before = materialized(image)
+            # A column the row has that the image lacks (an earlier event left it unresolved,
+            # and unresolved values are not stored) is not known: say so.
+            named = before if before is not None else event.after
+            if named and event.cell_times is None and event.absent is Absent.DROPPED:
+                return [column for column in named if column not in image]
         return []
     unresolved = fill(event.missing_before, image, patch.before)
     if event.absent is Absent.MISSING:

@@ -86,7 +86,7 @@ class AutoCodec:
             decoded.envelope = _Detected(codec, decoded.envelope)
         return decoded
 
-    def encode(self, event: ChangeEvent, patch: Patch) -> bytes:
+    def encode(self, event: ChangeEvent, patch: Patch) -> bytes | None:
         detected: _Detected = event.envelope
         # The codec sees its own envelope; the event gets ours back, so encoding it twice works.
         event.envelope = detected.envelope

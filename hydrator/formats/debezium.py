@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import lru_cache
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -32,6 +32,8 @@ _ABSENT = object()
 _NO_COLUMNS: frozenset[str] = frozenset()
 
 FieldSchemas = Mapping[str, Mapping[str, Any]]
+# The columns of an image (`before`/`after`, by name) that hold the placeholder.
+MissingColumns = Callable[[dict[str, Any] | None, str], tuple[str, ...]]
 
 
 class _Envelope:
@@ -107,6 +109,14 @@ def _position(source: dict[str, Any]) -> Position | None:
     return None
 
 
+def transaction_id(source: Any) -> int | None:
+    """`source.txId` (Postgres: the 32-bit xid), None when absent or not an integer."""
+    if not isinstance(source, dict):
+        return None
+    tx = source.get("txId")
+    return tx if type(tx) is int and tx >= 0 else None
+
+
 class DebeziumCodec:
     name = "debezium"
     key_in_record_key = True
@@ -132,6 +142,23 @@ class DebeziumCodec:
             return Passthrough("kafka tombstone")
         root = values.take_object(record)  # read once, also under --format auto
         payload, schema = unwrap(root)
+        return self.decode_document(
+            record, root, payload, lambda image, name: self._missing(image, schema, name)
+        )
+
+    def decode_document(
+        self,
+        record: RawRecord,
+        root: dict[str, Any],
+        payload: dict[str, Any],
+        missing: MissingColumns,
+        keys: KeyReader | None = None,
+    ) -> ChangeEvent | Passthrough:
+        """The change event of a decoded value (JSON here, Avro in hydrator.formats.avro):
+        `payload` holds `op`/`before`/`after`/`source`, `missing(image, name)` names the
+        columns of `before`/`after` that hold the placeholder, `keys` reads the Kafka key
+        (JSON when None)."""
+        keys = keys or JSON_KEYS
         raw_op = payload.get("op", _ABSENT)
         op = OPS.get(raw_op) if type(raw_op) is str else None
         if op is None:
@@ -147,29 +174,37 @@ class DebeziumCodec:
         if op is Op.DELETE and before is None and after is not None:
             raise BadInput("op 'd' with an 'after' image")
         if record.headers:
-            old_key = self._header_key(record, OLD_KEY_HEADER)
-            new_key = self._header_key(record, NEW_KEY_HEADER)
+            old_key = header_key(record, OLD_KEY_HEADER)
+            new_key = header_key(record, NEW_KEY_HEADER)
         else:
             old_key = new_key = None
         return ChangeEvent(  # positional, in field order: keywords cost twice as much
             op,
             before,
             after,
-            self._missing(before, schema, "before"),
-            self._missing(after, schema, "after"),
-            _key_columns(record.key) if before else _NO_COLUMNS,
+            missing(before, "before"),
+            missing(after, "after"),
+            keys.columns(record.key) if before else _NO_COLUMNS,
             position(payload.get("source")),
             old_key,
             new_key,
-            _route_key(record.key, record.header(NEW_KEY_HEADER)) if new_key else None,
-            _Envelope(record.value, root, payload),
+            keys.route(record.key, record.header(NEW_KEY_HEADER)) if new_key else None,
+            _Envelope(record.value or b"", root, payload),
             self.absent,
+            None,
+            transaction_id(payload.get("source")),
         )
 
     def encode(self, event: ChangeEvent, patch: Patch) -> bytes:
         envelope: _Envelope = event.envelope
         if not patch:
             return envelope.raw
+        return exact.dumps(self.render(event, patch))
+
+    @staticmethod
+    def render(event: ChangeEvent, patch: Patch) -> dict[str, Any]:
+        """The decoded value with `patch` rendered in it (its root document)."""
+        envelope: _Envelope = event.envelope
         payload = envelope.payload
         if patch.after:
             payload["after"].update(patch.after)
@@ -177,7 +212,7 @@ class DebeziumCodec:
             payload["before"] = dict(patch.whole_before)
         elif patch.before:
             payload["before"].update(patch.before)
-        return exact.dumps(envelope.root)
+        return envelope.root
 
     @staticmethod
     def _image(payload: dict[str, Any], name: str) -> dict[str, Any] | None:
@@ -202,15 +237,36 @@ class DebeziumCodec:
             if v is not None and (f := fields.get(c)) is not None and exact(v, f)
         )
 
-    @staticmethod
-    def _header_key(record: RawRecord, header: str) -> str | None:
-        raw = record.header(header)
-        if raw is None:
-            return None
-        try:
-            return canonical_key(raw)
-        except InvalidKey as exc:
-            raise BadInput(f"header {header}: {exc}") from None
+
+def header_key(record: RawRecord, header: str) -> str | None:
+    """The canonical key in a `__debezium.oldkey/newkey` header (None when absent)."""
+    raw = record.header(header)
+    if raw is None:
+        return None
+    try:
+        return canonical_key(raw)
+    except InvalidKey as exc:
+        raise BadInput(f"header {header}: {exc}") from None
+
+
+class KeyReader(Protocol):
+    """How a codec reads the Kafka key's columns, and rebuilds a new key's bytes for a key
+    change's handoff, in the key's own serialization."""
+
+    def columns(self, raw_key: bytes | None) -> frozenset[str]: ...
+
+    def route(self, old_raw_key: bytes | None, new_key_header: bytes | None) -> bytes | None: ...
+
+
+class _JsonKeys:
+    def columns(self, raw_key: bytes | None) -> frozenset[str]:
+        return _key_columns(raw_key)
+
+    def route(self, old_raw_key: bytes | None, new_key_header: bytes | None) -> bytes | None:
+        return _route_key(old_raw_key, new_key_header)
+
+
+JSON_KEYS: KeyReader = _JsonKeys()
 
 
 def _key_columns(raw_key: bytes | None) -> frozenset[str]:
@@ -247,4 +303,11 @@ def _route_key(old_raw_key: bytes | None, new_key_header: bytes | None) -> bytes
     return exact.dumps(new_key)
 
 
-__all__ = ["DebeziumCodec", "canonical"]
+__all__ = [
+    "JSON_KEYS",
+    "DebeziumCodec",
+    "KeyReader",
+    "canonical",
+    "header_key",
+    "position",
+]

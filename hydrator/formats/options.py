@@ -21,6 +21,13 @@ class FormatOptions:
     placeholder: str = DEFAULT_PLACEHOLDER
     # Debezium patch streams: a stored column absent from an event was not shipped.
     fill_absent: bool = False
+    # Confluent-framed Avro (docs/formats.md, "Avro with a schema registry"): the registry's
+    # URL, its client settings (`basic.auth.user.info`, `ssl.ca.location`, ... as
+    # confluent-kafka's SchemaRegistryClient takes them) and how long a registry that does not
+    # answer is retried before the run stops for a restart.
+    schema_registry_url: str | None = None
+    schema_registry_config: tuple[tuple[str, str], ...] = ()
+    schema_registry_wait_s: float = 60.0
 
     @property
     def placeholder_bytes(self) -> bytes:

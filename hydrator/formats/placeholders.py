@@ -33,6 +33,7 @@ class PlaceholderForms:
 
     def __init__(self, placeholder: bytes) -> None:
         text = placeholder.decode("utf-8", errors="replace")
+        self.raw = placeholder
         self.text = text
         self.base64 = base64.b64encode(placeholder).decode()
         self.base64_url = base64.urlsafe_b64encode(placeholder).decode()
@@ -68,6 +69,16 @@ class PlaceholderForms:
                 )
             ]
         )
+
+    def matches_raw(self, value: Any, field: Mapping[str, Any]) -> bool:
+        """Exact detection for a serialization that carries bytes as bytes (Avro): a bytes
+        column holds P's own bytes, not their base64."""
+        kind = field.get("type")
+        if kind == "bytes":
+            return value == self.raw
+        if kind == "array" and (field.get("items") or {}).get("type") == "bytes":
+            return value == [self.raw]
+        return self.matches_schema(value, field)
 
     def matches_schema(self, value: Any, field: Mapping[str, Any]) -> bool:
         """Exact detection from a Kafka Connect field schema."""

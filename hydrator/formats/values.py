@@ -67,6 +67,12 @@ def _read(raw: bytes | None, decimals: bool = False) -> Any:
     try:
         return exact.loads(raw, decimals)
     except (orjson.JSONDecodeError, exact.ExactJSONError) as exc:
+        if len(raw) >= 5 and raw[0] == 0:  # JSON never starts with a zero byte
+            schema_id = int.from_bytes(raw[1:5], "big")
+            raise BadInput(
+                f"value is not JSON: it looks like Confluent-framed Avro (schema id "
+                f"{schema_id}); give --schema-registry-url to read it"
+            ) from None
         raise BadInput(f"value is not JSON: {exc}") from None
 
 

@@ -22,7 +22,7 @@ from hydrator.ops.secrets import mask_dsn, mask_item, mask_urls
 # Where the config file's path is kept for the options it supplies.
 CONFIG_FILE_META = "hydrator.config_file"
 # Options whose values are `name=value` items, some of which may be secrets.
-_ITEM_OPTIONS = frozenset({"kafka-property", "spark-conf"})
+_ITEM_OPTIONS = frozenset({"kafka-property", "schema-registry-property", "spark-conf"})
 # Options whose values are database connection strings (their password masked).
 _DSN_OPTIONS = frozenset({"reselect"})
 

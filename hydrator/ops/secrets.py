@@ -1,9 +1,11 @@
 """Which configured values are secrets, and how they are masked.
 
-A property is secret by its name: one containing `password` or `secret`, or starting with `sasl.`
-or `ssl.key` (after a `consumer.`/`producer.`/`admin.` prefix); the rule covers `-X` properties
-and `--spark-conf` entries alike. Any value may also carry a password in a URL
-(`scheme://user:password@host`); only that part is masked there. Masked text reads `***`.
+A property is secret by its name: one containing `password` or `secret`, starting with `sasl.`
+or `ssl.key` (after a `consumer.`/`producer.`/`admin.` prefix), or ending in `user.info` or
+`auth.token` (schema registry credentials); the rule covers `-X` properties,
+`--schema-registry-property` and `--spark-conf` entries alike. Any value may also carry a
+password in a URL (`scheme://user:password@host`); only that part is masked there. Masked text
+reads `***`.
 """
 
 from __future__ import annotations
@@ -17,7 +19,10 @@ MASK = "***"
 MIN_REDACTED_LENGTH = 4
 
 _ROLE_PREFIX = re.compile(r"^(?:consumer|producer|admin)\.", re.IGNORECASE)
-_SECRET_NAME = re.compile(r"password|secret|^sasl\.|^ssl\.key", re.IGNORECASE)
+# (`basic.auth.user.info` and `bearer.auth.token`: the schema registry client's credentials)
+_SECRET_NAME = re.compile(
+    r"password|secret|^sasl\.|^ssl\.key|user\.info$|auth\.token$", re.IGNORECASE
+)
 # scheme://user:password@ — the password runs to the last '@' before the host's first '/'.
 _URL_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+._-]*://[^\s:/@]*:)([^\s/]*)@")
 

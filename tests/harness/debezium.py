@@ -71,6 +71,13 @@ class Output:
 
     schemas_enable: bool
     topic_map: Mapping[str, str]
+    # AvroConverter against this registry instead of JsonConverter
+    schema_registry_url: str | None = None
+    # ExtractNewRecordState with these settings first (None: no SMT)
+    flatten: Mapping[str, str] | None = None
+
+    def serializer(self) -> ConnectSerializer:
+        return ConnectSerializer(self.schemas_enable, self.schema_registry_url, self.flatten)
 
 
 @dataclass
@@ -202,7 +209,7 @@ class DebeziumBridge:
             }
         )
         ensure_jvm()
-        routes = [(ConnectSerializer(o.schemas_enable), o.topic_map) for o in self.outputs]
+        routes = [(o.serializer(), o.topic_map) for o in self.outputs]
         handler = batch_handler(lambda records: self._produce_batch(records, routes))
         self._engine = engine_class()(
             properties=self.properties(), handler=handler, format="connect"
@@ -300,7 +307,10 @@ class DebeziumBridge:
                     return n
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise TimeoutError(f"{n} of {count} records produced after {timeout_s}s")
+                    raise TimeoutError(
+                        f"{n} of {count} records produced after {timeout_s}s; the engine: "
+                        f"{self.completion or 'running'}"
+                    )
                 self._cond.wait(min(remaining, 0.5))
 
     def wait_quiet(self, quiet_s: float = 2.0, timeout_s: float = 120.0) -> int:
@@ -353,8 +363,11 @@ class DebeziumBridge:
             if record.timestamp() is not None:
                 kwargs["timestamp"] = int(record.timestamp())
             for serializer, topic in targets:
-                key = serializer.key(record)
-                value = serializer.value(record)
+                converted = serializer.transformed(record)
+                if converted is None:  # the SMT drops it (a tombstone under `rewrite`)
+                    continue
+                key = serializer.key(converted)
+                value = serializer.value(converted)
                 while True:
                     try:
                         producer.produce(

@@ -51,6 +51,13 @@ SAMPLES: dict[str, list[dict[str, Any]]] = {
         {"schema": {"type": "struct", "fields": []}, "payload": CASSANDRA},
     ],
     "debezium": [DEBEZIUM_BARE, DEBEZIUM_WRAPPED, {**DEBEZIUM_BARE, "op": "t", "after": None}],
+    "debezium-flat": [
+        {"id": 1, "doc": P, "__op": "u", "__lsn": 10},
+        {"id": 1, "doc": None, "__deleted": "true"},
+        # a column named `op`, `after` or `key` does not make it another format
+        {"id": 1, "op": "c", "after": None, "key": [1], "__op": "c", "__deleted": "false"},
+        {"schema": {"type": "struct", "fields": []}, "payload": {"id": 1, "__op": "r"}},
+    ],
     "cockroachdb": [
         {"after": {"id": 1, "name": "Petee"}, "updated": UPDATED},
         {"after": None, "updated": UPDATED},
@@ -70,6 +77,7 @@ SAMPLES: dict[str, list[dict[str, Any]]] = {
 # a record key each format's samples can carry
 SAMPLE_KEYS = {
     "debezium": b'{"id":1}',
+    "debezium-flat": b'{"id":1}',
     "cockroachdb": b"[1]",
     "cassandra": b'{"id":1}',
     "ydb": None,

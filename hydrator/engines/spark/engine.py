@@ -17,6 +17,7 @@ from confluent_kafka.admin import AdminClient
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
+from hydrator.bootstrap.spark import bootstrap_topic, bootstrap_topic_spec
 from hydrator.config import RunConfig
 from hydrator.engines.embedded.topics import TopologyError, output_topics
 from hydrator.engines.spark.checkpoint_dir import CheckpointDirectory, checkpoint_location
@@ -110,7 +111,8 @@ class SparkEngine:
         config = self.config
         admin = self._admin()
         outputs = output_topics(config.input_topics, config.output_topic, config.output_suffix)
-        topics = Topics(outputs, f"{config.application_id}-handoff", f"{config.application_id}-dlq")
+        app = config.application_id
+        topics = Topics(outputs, f"{app}-handoff", f"{app}-dlq", bootstrap_topic(app))
         limits = TopicLimits.for_max_record_bytes(config.hydration.max_record_bytes)
 
         def spec(name: str, max_bytes: int) -> TopicSpec:
@@ -118,6 +120,7 @@ class SparkEngine:
 
         specs = [spec(name, limits.output) for name in dict.fromkeys(outputs.values())]
         specs += [spec(topics.handoff, limits.handoff), spec(topics.dlq, limits.dlq)]
+        specs.append(bootstrap_topic_spec(app, partitions))
         for name in ensure_topics(admin, specs):
             log.info("created topic %s with %d partitions", name, partitions)
         # What the broker says, else what the engine creates the topic with (as embedded).
@@ -154,7 +157,7 @@ class SparkEngine:
         probe_group = {"group.id": f"{config.application_id}-probe"}
         probe = OffsetProbe(self._clients().consumer(probe_group))
         try:
-            names = [*config.input_topics, topics.handoff]
+            names = [*config.input_topics, topics.handoff, *filter(None, [topics.bootstrap])]
             return probe.ends([(name, p) for name in names for p in probe.partitions(name)])
         finally:
             probe.close()

@@ -52,7 +52,7 @@ def kafka_input(spark: SparkSession, spec: QuerySpec) -> DataFrame:
     reader = (
         spark.readStream.format(register(spark))
         .option("kafka.bootstrap.servers", spec.bootstrap_servers)
-        .option("topics", ",".join([*spec.inputs, spec.topics.handoff]))
+        .option("topics", ",".join([*spec.inputs, spec.topics.handoff, *_bootstrap(spec)]))
         .option("startingOffsets", "earliest")
     )
     for name, value in (spec.kafka_properties or {}).items():
@@ -62,11 +62,16 @@ def kafka_input(spark: SparkSession, spec: QuerySpec) -> DataFrame:
     return reader.load()
 
 
+def _bootstrap(spec: QuerySpec) -> list[str]:
+    """The bootstrap topic, read as state-only input (hydrator/bootstrap/spark.py)."""
+    return [spec.topics.bootstrap] if spec.topics.bootstrap else []
+
+
 def hydrate(records: DataFrame, spec: QuerySpec) -> DataFrame:
     """SOURCE_SCHEMA rows in, OUTPUT_SCHEMA rows (packed records to write, counters) out; any
     streaming input. The counters are summed per micro-batch into the observed metrics."""
     hydrated = (
-        routed(records, spec.hydrator, spec.topics.handoff)
+        routed(records, spec.hydrator, spec.topics.handoff, spec.topics.bootstrap)
         .groupBy("group")
         .applyInPandasWithState(
             group_function(spec.hydrator, spec.topics, spec.clock_offset_ms, spec.catch_up_gate),

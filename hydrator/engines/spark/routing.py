@@ -30,7 +30,13 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
 from hydrator.core import RawRecord
-from hydrator.engines.spark.stateful import KIND_HANDOFF, KIND_INPUT, HydratorSpec, hydrator_for
+from hydrator.engines.spark.stateful import (
+    KIND_BOOTSTRAP,
+    KIND_HANDOFF,
+    KIND_INPUT,
+    HydratorSpec,
+    hydrator_for,
+)
 
 KEYLESS = "\x01"
 UNDECODABLE = "\x02"
@@ -46,12 +52,14 @@ _ROUTED_ARROW = pa.schema([("group", pa.string()), ("record", pa.binary())])
 _SOURCE_COLUMNS = ("topic", "partition", "offset", "key", "value", "headers", "timestamp")
 
 
-def routed(records: DataFrame, spec: HydratorSpec, handoff_topic: str) -> DataFrame:
+def routed(
+    records: DataFrame, spec: HydratorSpec, handoff_topic: str, bootstrap_topic: str | None = None
+) -> DataFrame:
     """SOURCE_SCHEMA rows (Kafka source) to ROUTED_SCHEMA rows, ready for groupBy("group")."""
     projected = records.select(
         *_SOURCE_COLUMNS[:5], F.to_json("headers").alias("headers"), "timestamp"
     )
-    return projected.mapInArrow(route(spec, handoff_topic), ROUTED_SCHEMA)
+    return projected.mapInArrow(route(spec, handoff_topic, bootstrap_topic), ROUTED_SCHEMA)
 
 
 def _headers(text: str | None) -> list[tuple[str, bytes | None]] | None:
@@ -76,7 +84,7 @@ def group_of(hydrator: Any, record: RawRecord) -> str:
 
 
 def route(
-    spec: HydratorSpec, handoff_topic: str
+    spec: HydratorSpec, handoff_topic: str, bootstrap_topic: str | None = None
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """`mapInArrow` function: SOURCE_SCHEMA batches (headers as JSON text) in, ROUTED_SCHEMA
     batches out."""
@@ -93,7 +101,11 @@ def route(
             for topic, partition, offset, key, value, headers, timestamp in zip(
                 *columns, strict=True
             ):
-                if topic == handoff_topic:
+                if topic == bootstrap_topic:
+                    # keyed by its group, as a handoff is (hydrator/bootstrap/spark.py)
+                    kind = KIND_BOOTSTRAP
+                    group = key.decode("utf-8", "replace") if key is not None else TICK
+                elif topic == handoff_topic:
                     kind = KIND_HANDOFF
                     # a handoff's key is its group; bytes someone else wrote there still
                     # get one (the group function dead-letters what does not decode)

@@ -35,6 +35,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from hydrator.bootstrap import images
 from hydrator.core import DeadLetter, HydrationSettings, Hydrator, RawRecord, Transition
 from hydrator.core.counters import counters_of
 from hydrator.core.hydrator import failure_reason, read_handoff, rejected
@@ -49,6 +50,9 @@ log = logging.getLogger("hydrator.spark")
 
 KIND_INPUT = 0
 KIND_HANDOFF = 1
+# A record of the `<application-id>-bootstrap` topic (hydrator state bootstrap): a state record
+# for its group, merged before the group's inputs (images.merged: never over the stream's).
+KIND_BOOTSTRAP = -1
 STATE_SCHEMA_VERSION = 1
 
 # What GroupState keeps per key: the schema version, then the state codec's own versioned bytes.
@@ -82,6 +86,7 @@ class Topics:
     outputs: Mapping[str, str]
     handoff: str
     dlq: str
+    bootstrap: str | None = None
 
 
 @dataclass(frozen=True)
@@ -228,6 +233,9 @@ class _GroupStep:
         for kind, partition, offset, topic, key, value, headers, timestamp in sorted(
             self._unpacked(packed), key=_order
         ):
+            if kind == KIND_BOOTSTRAP:
+                self._bootstrap(value)
+                continue
             record = RawRecord(topic, partition, offset, key, value, headers or (), timestamp)
             if kind == KIND_HANDOFF:
                 if key is None:
@@ -245,6 +253,22 @@ class _GroupStep:
                 self.apply(rejected(routed), partition)
                 continue
             self.apply(hydrator.process(self.state, record, self.key, now_ms), partition)
+
+    def _bootstrap(self, value: bytes | None) -> None:
+        """A bootstrapped state record for this key: taken unless the key's state is the
+        stream's (or the same row again); one that does not decode is counted and ignored."""
+        if self.stateless or value is None:
+            return
+        try:
+            record = decode_state(value)
+        except Exception as exc:
+            log.warning("skipping a bootstrap record that does not decode: %s", failure_reason(exc))
+            self.counts["state_unreadable"] = self.counts.get("state_unreadable", 0) + 1
+            return
+        chosen = images.merged(self.state, record)
+        if chosen is not None:
+            self.state = chosen
+            self.counts["bootstrapped_keys"] = self.counts.get("bootstrapped_keys", 0) + 1
 
     def _unpacked(self, packed: list[bytes]) -> list[tuple[Any, ...]]:
         """The routed rows; one that does not unpack (routing wrote it, so this is not the

@@ -1,0 +1,98 @@
+"""Where the Spark engine's state goes: PySpark's applyInPandasWithState takes no initial state,
+so a bootstrap writes each key's state record to the internal topic `<application-id>-bootstrap`
+(compacted, keyed by the key's group `<input topic>\\x00<canonical key>`), which the query reads
+beside its inputs as state-only records. The group function merges one into the key's state
+before the key's inputs of the same micro-batch (images.merged): a bootstrapped row never
+replaces a state the stream made, and the same row again changes nothing.
+
+Spark's state store cannot be read from outside the query, so every row is written; the merge
+happens where the state is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from confluent_kafka import KafkaException, Producer
+from confluent_kafka.admin import AdminClient
+
+from hydrator.bootstrap.embedded import BootstrapRefused
+from hydrator.kafka.admin import TopicSpec, ensure_topics, partition_counts
+from hydrator.kafka.client_config import ClientSettings
+from hydrator.kafka.partitioner import partition_for_key
+from hydrator.kafka.record_limits import TopicLimits
+from state.codec import encode_state
+from state.record import StateRecord
+
+MAX_RECORD_BYTES = 64 * 1024 * 1024
+
+
+def bootstrap_topic(application_id: str) -> str:
+    return f"{application_id}-bootstrap"
+
+
+def bootstrap_topic_spec(application_id: str, partitions: int) -> TopicSpec:
+    limit = TopicLimits.for_max_record_bytes(MAX_RECORD_BYTES).changelog
+    return TopicSpec(
+        bootstrap_topic(application_id),
+        partitions,
+        {"cleanup.policy": "compact", "max.message.bytes": str(limit)},
+    )
+
+
+class SparkState:
+    def __init__(self, clients: ClientSettings, application_id: str, input_topic: str) -> None:
+        self.clients = clients
+        self.application_id = application_id
+        self.input_topic = input_topic
+        self.partitions = 0
+        self._producer: Producer | None = None
+        self._errors: list[str] = []
+        self.written = 0
+        self.kept = 0
+
+    def open(self) -> int:
+        admin = AdminClient(self.clients.admin())
+        partitions = partition_counts(admin, [self.input_topic])[self.input_topic]
+        if partitions is None:
+            raise BootstrapRefused(f"--input-topic {self.input_topic}: the topic does not exist")
+        self.partitions = partitions
+        ensure_topics(admin, [bootstrap_topic_spec(self.application_id, partitions)])
+        self._producer = Producer(
+            self.clients.producer({"enable.idempotence": True, "linger.ms": 20})
+        )
+        return partitions
+
+    def offer(self, key: str, route: bytes, record: StateRecord) -> bool:
+        assert self._producer is not None
+        group = f"{self.input_topic}\x00{key}".encode()
+        partition = partition_for_key(route, self.partitions)
+
+        def delivered(err: Any, _msg: Any) -> None:
+            if err is not None:
+                self._errors.append(str(err))
+
+        while True:
+            try:
+                self._producer.produce(
+                    bootstrap_topic(self.application_id),
+                    encode_state(record),
+                    group,
+                    partition,
+                    on_delivery=delivered,
+                )
+                break
+            except BufferError:
+                self._producer.poll(0.1)
+        self._producer.poll(0)
+        self.written += 1
+        return True
+
+    def close(self) -> None:
+        if self._producer is not None:
+            remaining = self._producer.flush(120)
+            self._producer = None
+            if remaining:
+                raise KafkaException(f"{remaining} bootstrap records not acknowledged")
+        if self._errors:
+            raise KafkaException(f"bootstrap records not written: {self._errors[0]}")

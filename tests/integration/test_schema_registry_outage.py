@@ -1,0 +1,126 @@
+"""A schema registry that goes away mid-run (docs/formats.md, "Avro with a schema registry").
+
+The embedded engine hydrates Avro records whose schema it has cached; then the registry stops
+and records with a new schema id arrive (a column was added). The engine retries for
+`--schema-registry-timeout`, then exits 75 for a supervisor to start it again; no record becomes
+a dead letter for it. Started again once the registry is back, it resumes from what it
+committed and hydrates every record; each copy of an output (a batch the exit cut short may be
+written again on Tansu) is identical.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hydrator.core.records import HEADER_SOURCE
+from hydrator.engines.embedded.watchdog import EXIT_TEMPORARY
+from hydrator.formats.avro import schema_id_of
+from tests.harness.hydrator_process import HydratorProcess, run_args, run_to_completion
+from tests.harness.kafka import Broker
+from tests.harness.schema_registry import InMemorySchemaRegistry
+from tests.harness.topics import create_topic, produce, read_topic
+from tests.support import avro_model as am
+
+pytestmark = pytest.mark.integration
+
+P = "__debezium_unavailable_value"
+KEYS = 20
+FAST_GROUP = ["-X", "consumer.session.timeout.ms=3000", "-X", "consumer.heartbeat.interval.ms=500"]
+
+
+@pytest.fixture
+def registry() -> Iterator[InMemorySchemaRegistry]:
+    with InMemorySchemaRegistry() as running:
+        yield running
+
+
+def _row(key: int, text: str, fields: list[dict[str, Any]]) -> dict[str, Any]:
+    row: dict[str, Any] = {f["name"]: None for f in fields}
+    return {**row, "id": key, "small": key, "txt": text}
+
+
+def _records(
+    schema: dict[str, Any], schema_id: int, key_id: int, op: str, lsn: int, text: str
+) -> list[tuple[bytes, bytes, tuple[()]]]:
+    fields = schema["fields"][0]["type"][1]["fields"]
+    out = []
+    for key in range(KEYS):
+        value = {
+            "before": None,
+            "after": _row(key, text, fields),
+            "source": {"connector": "postgresql", "lsn": lsn + key, "sequence": None},
+            "op": op,
+            "ts_ms": 1,
+        }
+        out.append(
+            (am.encode(am.KEY_SCHEMA, key_id, {"id": key}), am.encode(schema, schema_id, value), ())
+        )
+    return out
+
+
+def test_a_registry_outage_stops_the_run_for_a_restart_and_loses_nothing(
+    kafka_broker: Broker, registry: InMemorySchemaRegistry, tmp_path: Path
+) -> None:
+    bootstrap = kafka_broker.bootstrap_servers
+    topic = f"sr-outage-{uuid.uuid4().hex[:6]}"
+    app = f"{topic}-app"
+    create_topic(bootstrap, topic, 2)
+    key_id = registry.register(f"{topic}-key", json.dumps(am.KEY_SCHEMA))
+    first_schema = am.envelope_schema()
+    first_id = registry.register(f"{topic}-value", json.dumps(first_schema))
+    # the column added later: its schema is registered now, read by the engine only later
+    later_schema = am.envelope_schema(
+        [*am.value_fields(), {"name": "extra", "type": ["null", "string"], "default": None}]
+    )
+    later_id = registry.register(f"{topic}-value", json.dumps(later_schema))
+    produce(bootstrap, topic, _records(first_schema, first_id, key_id, "c", 100, "full text"))
+
+    args = run_args(
+        bootstrap,
+        app,
+        [topic],
+        tmp_path,
+        "--schema-registry-url",
+        registry.url,
+        "--schema-registry-timeout",
+        "4s",
+        "--commit-interval",
+        "50ms",
+        *FAST_GROUP,
+        output_suffix=".out",
+    )
+    engine = HydratorProcess(args, tmp_path / "run.log")
+    try:
+        engine.wait_for_log(r"records [1-9]\d*", timeout_s=90)
+        registry.stop()
+        # updates in the new schema: TOASTed text unchanged (the placeholder)
+        produce(bootstrap, topic, _records(later_schema, later_id, key_id, "u", 1000, P))
+        code = engine.wait(120)
+    finally:
+        if engine.process is not None and engine.process.poll() is None:
+            engine.kill()
+    assert code == EXIT_TEMPORARY, engine.log[-3000:]
+    assert "schema registry at" in engine.log and "does not answer" in engine.log
+    assert read_topic(bootstrap, f"{app}-dlq") == [], "an outage is never a dead letter"
+
+    registry.start()  # the same port, the same schemas
+    done = run_to_completion([*args, "--available-now"], timeout_s=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert read_topic(bootstrap, f"{app}-dlq") == []
+
+    copies: dict[str, set[bytes | None]] = defaultdict(set)
+    for out in read_topic(bootstrap, f"{topic}.out"):
+        copies[out.header(HEADER_SOURCE).decode()].add(out.value)
+    assert len(copies) == 2 * KEYS, "every input record hydrated"
+    assert all(len(values) == 1 for values in copies.values()), "copies are identical"
+    updates = [v for vs in copies.values() for v in vs if v and schema_id_of(v) == later_id]
+    assert len(updates) == KEYS
+    for value in updates:
+        assert am.decode(later_schema, value)["after"]["txt"] == "full text"

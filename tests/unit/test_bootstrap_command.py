@@ -1,0 +1,32 @@
+"""`hydrator state bootstrap` usage errors: exit 2 with a message naming the option, before any
+client is made."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from hydrator.cli import cli
+
+BASE = ["state", "bootstrap", "--bootstrap-servers", "127.0.0.1:1", "--input-topic", "t"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ([], "--from-postgres"),
+        (["--from-postgres", "dbname=x", "--from-topic", "e"], "one of"),
+        (["--from-postgres", "dbname=x"], "--table"),
+        (["--from-topic", "e", "--engine", "flink"], "--engine"),
+        (["--from-topic", "e", "--application-id", "a b"], "--application-id"),
+    ],
+)
+def test_usage_errors_exit_2(extra: list[str], message: str) -> None:
+    result = CliRunner().invoke(cli, [*BASE, *extra])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+
+
+def test_it_is_a_state_command() -> None:
+    result = CliRunner().invoke(cli, ["state", "--help"])
+    assert result.exit_code == 0 and "bootstrap" in result.output
