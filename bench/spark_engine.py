@@ -54,10 +54,10 @@ from hydrator.engines.spark.stateful import (
     OUTPUT_SCHEMA,
     STATE_SCHEMA,
     HydratorSpec,
-    Topics,
     group_function,
 )
 from hydrator.formats import codec_for
+from hydrator.topology.layout import Topology
 
 TOPIC = "bench.public.items"
 PLACEHOLDER = "__debezium_unavailable_value"
@@ -164,7 +164,7 @@ def stateful_floor(frame: DataFrame, _spec: QuerySpec) -> DataFrame:
 
 def engine_routing(frame: DataFrame, spec: QuerySpec) -> DataFrame:
     """The engine's first pass alone: routing and packing (mapInArrow), no shuffle."""
-    return routed(frame, spec.hydrator, spec.topics.handoff)
+    return routed(frame, spec.hydrator, spec.topology.handoff_topic)
 
 
 def engine_plumbing(frame: DataFrame, spec: QuerySpec) -> DataFrame:
@@ -189,7 +189,7 @@ def engine_plumbing(frame: DataFrame, spec: QuerySpec) -> DataFrame:
 def engine_output_discarded(frame: DataFrame, spec: QuerySpec) -> DataFrame:
     """The whole engine, but the group function's output rows are dropped in Python: what
     handing the hydrated records back to Spark costs is the difference to the engine."""
-    hydrate_group = group_function(spec.hydrator, spec.topics)
+    hydrate_group = group_function(spec.hydrator, spec.topology)
 
     def discard(
         key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: GroupState
@@ -251,7 +251,7 @@ def measure(
     spec = QuerySpec(
         "unused:9092",
         (TOPIC,),
-        Topics({TOPIC: "out"}, "h", "dlq"),
+        Topology("bench", {TOPIC: "out"}, 1),
         str(source) + "-ck",
         HydratorSpec(HydrationSettings()),
     )

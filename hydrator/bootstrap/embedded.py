@@ -18,10 +18,10 @@ from confluent_kafka.admin import AdminClient
 
 from hydrator.bootstrap import images
 from hydrator.bootstrap.topics import read_to_end
-from hydrator.engines.embedded.topology import Topology
 from hydrator.kafka.admin import ensure_topics, partition_counts
 from hydrator.kafka.client_config import ClientSettings
 from hydrator.kafka.partitioner import partition_for_key
+from hydrator.topology.layout import Topology
 from state.codec import StateFormatError, decode_state, encode_state
 from state.large import is_store_key
 from state.record import StateRecord, state_key

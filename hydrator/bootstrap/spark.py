@@ -21,6 +21,7 @@ from hydrator.kafka.admin import TopicSpec, ensure_topics, partition_counts
 from hydrator.kafka.client_config import ClientSettings
 from hydrator.kafka.partitioner import partition_for_key
 from hydrator.kafka.record_limits import TopicLimits
+from hydrator.topology.layout import internal_topic
 from state.codec import encode_state
 from state.record import StateRecord
 
@@ -28,7 +29,7 @@ MAX_RECORD_BYTES = 64 * 1024 * 1024
 
 
 def bootstrap_topic(application_id: str) -> str:
-    return f"{application_id}-bootstrap"
+    return internal_topic(application_id, "bootstrap")
 
 
 def bootstrap_topic_spec(application_id: str, partitions: int) -> TopicSpec:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from hydrator.config import (
     ConfigError,
@@ -16,6 +18,7 @@ from hydrator.config import (
 )
 from hydrator.formats import FORMAT_NAMES
 from hydrator.kafka.client_config import split_env_properties
+from hydrator.ops.config_show import source_of
 
 ENGINES = ("spark", "embedded")
 FORMATS = FORMAT_NAMES  # grows as codecs are added to hydrator/formats
@@ -24,6 +27,24 @@ FORMATS = FORMAT_NAMES  # grows as codecs are added to hydrator/formats
 def env_name(name: str) -> str:
     """The environment variable an option reads: `state_dir` -> `HYDRATOR_STATE_DIR`."""
     return f"HYDRATOR_{name.upper().replace('-', '_')}"
+
+
+class SourcedOption(click.Option):
+    """An option whose errors say where a bad value came from when it was not the command line:
+    `Invalid value for '--workers' (env HYDRATOR_WORKERS): ...`, `(file run.toml)`."""
+
+    def get_error_hint(self, ctx: click.Context | None) -> str:
+        hint = super().get_error_hint(ctx)
+        if ctx is None or self.name is None:
+            return hint
+        source = ctx.get_parameter_source(self.name)
+        if source in (ParameterSource.ENVIRONMENT, ParameterSource.DEFAULT_MAP):
+            return f"{hint} ({source_of(ctx, self)})"
+        return hint
+
+
+# `click.option`, for an option that names the source of a bad value.
+option = functools.partial(click.option, cls=SourcedOption)
 
 
 class Duration(click.ParamType):

@@ -24,6 +24,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from hydrator.kafka import consumed
+from hydrator.kafka.broker_quirks import FIRST_OFFSET
 
 TIMEOUT_S = 30.0
 # Answers to a fetch from offset 0 that leave the listed low watermark standing: nothing is there,
@@ -136,4 +137,4 @@ def from_the_start(topic: str, partitions: Iterable[int]) -> list[TopicPartition
     `auto.offset.reset` is earliest: offset 0, not OFFSET_BEGINNING, which is resolved through
     ListOffsets(earliest) and so lands too far on Tansu (see the module's note). Below a real log
     start the consumer's reset takes over."""
-    return [TopicPartition(topic, p, 0) for p in partitions]
+    return [TopicPartition(topic, p, FIRST_OFFSET) for p in partitions]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from hydrator.core.records import HEADER_ERROR
-from hydrator.ops.dead_letter_ratio import EXIT_TOO_MANY_DEAD_LETTERS
+from hydrator.metrics.dead_letter_ratio import EXIT_TOO_MANY_DEAD_LETTERS
 from tests.harness.cdc_events import ToastTable
 from tests.harness.hydrator_process import run_args, run_to_completion
 from tests.harness.kafka import Broker

@@ -11,13 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from hydrator.core.records import HEADER_SOURCE
+from hydrator.core.records import HEADER_ERROR, HEADER_SOURCE
 from hydrator.formats.keys import canonical_key
 from tests.harness import oracle
 from tests.harness.cdc_events import ToastTable, after_of
 from tests.harness.hydrator_process import HydratorProcess, run_to_completion
 from tests.harness.kafka import Broker
 from tests.harness.postgres import PgDatabase
+from tests.harness.replays import check_replayed
 from tests.harness.topics import Consumed, create_topic, end_offsets, produce, read_topic
 
 pytestmark = pytest.mark.integration
@@ -243,6 +244,33 @@ def _wait_for_outputs(
         assert process.process.poll() is None, process.log
         time.sleep(0.2)
     raise AssertionError(f"fewer than {at_least} outputs after {timeout_s}s:\n{process.log}")
+
+
+def test_replayed_dead_letters_leave_with_one_source(
+    kafka_broker: Broker, unique_name: str, tmp_path: Path
+) -> None:
+    """Dead letters of an earlier run replayed into the input, one fixed and one as it was: the
+    output and the new dead letter carry one hydrator.source and the old one as
+    hydrator.source.original (the embedded engine's run of it: test_embedded_dlq.py)."""
+    bootstrap = kafka_broker.bootstrap_servers
+    source = f"{unique_name}.items"
+    create_topic(bootstrap, source, PARTITIONS)
+    table = ToastTable()
+    key, value, _ = table.insert(7)
+    stale = [("trace", b"kept"), (HEADER_ERROR, b"an earlier reason")]
+    fixed = (key, value, [*stale, (HEADER_SOURCE, b"earlier:0:1")])
+    broken = (key, b"this is not json", [*stale, (HEADER_SOURCE, b"earlier:0:2")])
+    good_at, bad_at = produce(bootstrap, source, [fixed, broken])
+    args = spark_args(bootstrap, unique_name, [source], tmp_path, "--available-now")
+    done = run_to_completion(args, timeout_s=SPARK_TIMEOUT_S)
+    assert done.returncode == 0, done.stderr[-5000:]
+
+    (out,) = read_topic(bootstrap, f"{source}.hydrated")
+    check_replayed(out, f"{source}:{good_at[0]}:{good_at[1]}", b"earlier:0:1", False)
+    assert out.header("trace") == b"kept" and after_of(out.value)[1] == table.rows[7]
+    (dead,) = read_topic(bootstrap, f"{unique_name}-dlq")
+    check_replayed(dead, f"{source}:{bad_at[0]}:{bad_at[1]}", b"earlier:0:2", True)
+    assert dead.header(HEADER_ERROR) != b"an earlier reason"
 
 
 def test_a_missing_input_topic_is_a_configuration_error(

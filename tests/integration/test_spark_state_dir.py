@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from hydrator.engines.embedded.state_dir import StateDirUnusable
+from hydrator.config import StateDirUnusable
 from hydrator.engines.spark import clock
 from hydrator.engines.spark.checkpoint_dir import CheckpointDirectory, checkpoint_location
 from hydrator.engines.spark.clock import CLOCK_FILES, ClockReading, DowntimeLedger

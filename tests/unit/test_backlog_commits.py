@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import TopicPartition
 
 from hydrator.engines.embedded.loop import BACKLOG_RECORDS, StreamLoop
-from hydrator.engines.embedded.topology import Topology
+from hydrator.topology.layout import Topology
 
 TOPOLOGY = Topology("app", {"db.orders": "db.orders.out"}, 2)
 

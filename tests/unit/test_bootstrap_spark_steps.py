@@ -14,7 +14,8 @@ from hydrator.bootstrap import images
 from hydrator.core import HydrationSettings
 from hydrator.core.visibility import SourceSnapshot
 from hydrator.engines.spark.routing import route
-from hydrator.engines.spark.stateful import HydratorSpec, Topics, group_function
+from hydrator.engines.spark.stateful import HydratorSpec, group_function
+from hydrator.topology.layout import Topology
 from state.codec import decode_state, encode_state
 from tests.unit.test_spark_steps import (
     PLACEHOLDER,
@@ -27,17 +28,19 @@ from tests.unit.test_spark_steps import (
     source_batch,
 )
 
-TOPICS = Topics({TOPIC: "out"}, "app-handoff", "app-dlq", "app-bootstrap")
+TOPOLOGY = Topology("app", {TOPIC: "out"}, 4)
 GROUP = f'{TOPIC}\x00{{"id":7}}'
 
 
 def run(rows: list[tuple[Any, ...]], states: dict[str, FakeState]) -> list[dict[str, Any]]:
     spec = HydratorSpec(HydrationSettings())
-    (routed,) = route(spec, TOPICS.handoff, TOPICS.bootstrap)(iter([source_batch(rows)]))
+    (routed,) = route(spec, TOPOLOGY.handoff_topic, TOPOLOGY.bootstrap_topic)(
+        iter([source_batch(rows)])
+    )
     groups: dict[str, list[bytes]] = defaultdict(list)
     for group, record in zip(*(c.to_pylist() for c in routed.columns), strict=True):
         groups[group].append(record)
-    hydrate = group_function(spec, TOPICS)
+    hydrate = group_function(spec, TOPOLOGY)
     frames: list[pd.DataFrame] = []
     for group, records in groups.items():
         frame = pd.DataFrame({"group": [group] * len(records), "record": records})
@@ -47,7 +50,7 @@ def run(rows: list[tuple[Any, ...]], states: dict[str, FakeState]) -> list[dict[
 
 def bootstrap_row(doc: str) -> tuple[Any, ...]:
     record = images.snapshot_row({"id": 7, "n": 1, "doc": doc}, SourceSnapshot.parse("5:6:"), 0)
-    return (TOPICS.bootstrap, 0, 3, GROUP.encode(), encode_state(record), None, 0)
+    return (TOPOLOGY.bootstrap_topic, 0, 3, GROUP.encode(), encode_state(record), None, 0)
 
 
 def test_a_bootstrap_record_fills_the_first_event_of_its_batch() -> None:

@@ -13,8 +13,8 @@ from hydrator.engines.embedded import clock
 from hydrator.engines.embedded.clock import CLOCK_KEY, CatchUp, ProcessingClock
 from hydrator.engines.embedded.counts import RunCounts
 from hydrator.engines.embedded.task import CLOCK_CHECKPOINT_MS, Task
-from hydrator.engines.embedded.topology import Topology
 from hydrator.events import RawRecord
+from hydrator.topology.layout import Topology
 from state.stores.rocksdb import RocksDBStore
 from tests.harness.cdc_events import ToastTable
 from tests.support.core import debezium_hydrator

@@ -14,8 +14,8 @@ from hydrator.core import HydrationSettings
 from hydrator.engines.embedded.counts import RunCounts
 from hydrator.engines.embedded.metrics import ALIVE_S, EmbeddedMetrics, Phase
 from hydrator.engines.embedded.task import Task
-from hydrator.engines.embedded.topology import Topology
 from hydrator.events import RawRecord
+from hydrator.topology.layout import Topology
 from state.stores.rocksdb import RocksDBStore
 from tests.harness.cdc_events import ToastTable
 from tests.support.core import debezium_hydrator

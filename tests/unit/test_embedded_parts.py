@@ -8,10 +8,9 @@ import pytest
 
 from hydrator.engines.embedded.state_dir import StateDirectory, StateDirLocked
 from hydrator.engines.embedded.timers import DeadlineIndex
-from hydrator.engines.embedded.topics import TopologyError, output_topics
-from hydrator.engines.embedded.topology import Topology
 from hydrator.kafka.client_config import ClientConfigError, ClientSettings, parse_properties
 from hydrator.kafka.partitioner import murmur2, partition_for_key
+from hydrator.topology.layout import Topology, TopologyError, output_topics
 from state.codec import encode_state
 from state.handoff import Handoff
 from state.record import StateRecord, state_key

@@ -11,9 +11,9 @@ from hydrator.core.records import OutputRecord
 from hydrator.engines.embedded.counts import RunCounts
 from hydrator.engines.embedded.local_handoffs import LocalHandoffs
 from hydrator.engines.embedded.task import Task
-from hydrator.engines.embedded.topology import Topology
 from hydrator.events import RawRecord
 from hydrator.kafka.partitioner import partition_for_key
+from hydrator.topology.layout import Topology
 from state.codec import encode_state
 from state.handoff import Handoff
 from state.large import image_bytes

@@ -8,7 +8,7 @@ from confluent_kafka import KafkaError
 
 from hydrator.engines.embedded.loop import StreamLoop
 from hydrator.engines.embedded.topics import TopologyError, check_topic_error
-from hydrator.engines.embedded.topology import Topology
+from hydrator.topology.layout import Topology
 
 TOPOLOGY = Topology("app", {"db.orders": "db.orders.out"}, 2)
 

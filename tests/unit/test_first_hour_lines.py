@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hydrator.ops.count_line import describe_counts, headline_counts, shown_counts
-from hydrator.ops.dead_letter_ratio import (
+from hydrator.metrics.count_line import describe_counts, headline_counts, shown_counts
+from hydrator.metrics.dead_letter_ratio import (
     EXIT_TOO_MANY_DEAD_LETTERS,
     TooManyDeadLetters,
     check_dead_letters,

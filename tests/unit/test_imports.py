@@ -1,6 +1,8 @@
 """Every module imports on its own, in a fresh interpreter, and dependencies run one way: the
 format boundary (hydrator.events) and state at the bottom, codecs and the core on top of them,
-engines and the CLI on top of those."""
+the topic layout and record emission both engines share (hydrator.topology) above the core, the
+engines and the CLI on top of those. The two engines do not import each other, and no two areas
+import each other."""
 
 from __future__ import annotations
 
@@ -60,8 +62,9 @@ def _check_layers(loaded: dict[str, list[str]]) -> None:
     def reaches(module: str, prefix: str) -> list[str]:
         return [m for m in loaded[module] if m == prefix or m.startswith(prefix + ".")]
 
-    # the bottom imports nothing of the package
-    assert set(loaded["hydrator.events"]) <= {"hydrator", "hydrator.events"}
+    # the bottom imports nothing of the package but the kinds of error every layer raises
+    assert set(loaded["hydrator.errors"]) <= {"hydrator", "hydrator.errors"}
+    assert set(loaded["hydrator.events"]) <= {"hydrator", "hydrator.events", "hydrator.errors"}
     for module in loaded:
         if module.startswith("state"):
             assert not reaches(module, "hydrator.core"), module
@@ -74,3 +77,34 @@ def _check_layers(loaded: dict[str, list[str]]) -> None:
         if module.startswith("hydrator.core"):
             assert not reaches(module, "hydrator.formats"), module
             assert not reaches(module, "hydrator.engines"), module
+        if module.startswith(("hydrator.core", "hydrator.formats", "hydrator.kafka", "state")):
+            assert not reaches(module, "hydrator.topology"), module
+        if module.startswith("hydrator.topology"):
+            assert not reaches(module, "hydrator.engines"), module
+        # what both engines need lives below them (hydrator.topology, hydrator.kafka, ...)
+        if module.startswith("hydrator.engines.spark"):
+            assert not reaches(module, "hydrator.engines.embedded"), module
+        if module.startswith("hydrator.engines.embedded"):
+            assert not reaches(module, "hydrator.engines.spark"), module
+    _check_no_two_areas_import_each_other(loaded)
+
+
+def area(module: str) -> str:
+    """`hydrator.ops.logs` -> `hydrator.ops`; each engine is an area of its own, `state` one."""
+    parts = module.split(".")
+    depth = 3 if parts[:2] == ["hydrator", "engines"] else 1 if parts[0] == "state" else 2
+    return ".".join(parts[:depth])
+
+
+def _check_no_two_areas_import_each_other(loaded: dict[str, list[str]]) -> None:
+    reached: dict[str, set[str]] = {}
+    for module, modules in loaded.items():
+        here = area(module)
+        reached.setdefault(here, set()).update(area(m) for m in modules if area(m) != here)
+    # the packages themselves (`hydrator`, `hydrator.engines`) only name their parts
+    for top in ("hydrator", "hydrator.engines"):
+        reached.pop(top, None)
+    cycles = sorted(
+        (a, b) for a in reached for b in reached[a] if a < b and a in reached.get(b, set())
+    )
+    assert cycles == [], f"areas that import each other: {cycles}"

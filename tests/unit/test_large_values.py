@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from hydrator import exact
 from hydrator.engines.embedded.counts import RunCounts
 from hydrator.engines.embedded.task import Task
-from hydrator.engines.embedded.topology import Topology
 from hydrator.events import RawRecord
 from hydrator.kafka.record_limits import TopicLimits
+from hydrator.topology.layout import Topology
 from state.codec import FORMAT_V3, decode_state, encode_state
 from state.errors import StoreCorrupted, StoreInconsistent
 from state.handoff import Handoff

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from hydrator.ops.jumps import JumpWatch
+from hydrator.metrics.jumps import JumpWatch
 from hydrator.ops.logs import JsonFormatter, TextFormatter
 from hydrator.ops.secrets import (
     is_secret_name,

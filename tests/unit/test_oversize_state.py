@@ -13,9 +13,9 @@ import orjson
 from hydrator.core.records import HEADER_ERROR
 from hydrator.engines.embedded.counts import RunCounts
 from hydrator.engines.embedded.task import CHANGELOG_HEADER_BYTES, Task
-from hydrator.engines.embedded.topology import Topology
 from hydrator.events import RawRecord
 from hydrator.kafka.record_limits import TopicLimits
+from hydrator.topology.layout import Topology
 from state.large import STORE_PREFIX, is_store_key
 from state.record import state_key
 from state.stores.rocksdb import RocksDBStore

@@ -22,7 +22,7 @@ from hydrator.engines.spark.clock import (
 from hydrator.engines.spark.stateful import STATE_SCHEMA_VERSION, HydratorSpec, group_function
 from state.codec import encode_state
 from state.record import StateRecord
-from tests.unit.test_spark_steps import TOPIC, TOPICS, FakeState
+from tests.unit.test_spark_steps import TOPIC, TOPOLOGY, FakeState
 
 T0 = 1_700_000_000_000
 
@@ -62,7 +62,7 @@ def test_a_timeout_fired_early_by_the_wall_clock_is_armed_again(
     state.value = (STATE_SCHEMA_VERSION, encode_state(tombstone))
     state.hasTimedOut = True
     monkeypatch.setattr(stateful, "time", SimpleNamespace(time=lambda: (T0 + 100_000) / 1000))
-    hydrate = group_function(HydratorSpec(settings), TOPICS, offset_ms)
+    hydrate = group_function(HydratorSpec(settings), TOPOLOGY, offset_ms)
     empty = pd.DataFrame({"group": [], "record": []})
     list(hydrate((f"{TOPIC}\x00" + '{"id":1}',), iter([empty]), state))
     assert state.exists is kept
@@ -103,7 +103,7 @@ def test_a_closed_gate_re_arms_a_due_timeout(
     # where Spark puts the files it ships with tasks
     monkeypatch.setattr(clock, "shipped_files_dir", lambda: str(tmp_path))
     gate = ("hydrator-catch-up-run1", "run1")
-    hydrate = group_function(HydratorSpec(settings), TOPICS, 0, gate)
+    hydrate = group_function(HydratorSpec(settings), TOPOLOGY, 0, gate)
     empty = pd.DataFrame({"group": [], "record": []})
     list(hydrate((f"{TOPIC}\x00" + '{"id":1}',), iter([empty]), state))
     assert state.exists and state.timeout_ms == 1  # due: it fires again in the next batch

@@ -26,13 +26,13 @@ from hydrator.engines.spark.stateful import (
     COUNTERS,
     OUTPUT_SCHEMA,
     HydratorSpec,
-    Topics,
     group_function,
 )
+from hydrator.topology.layout import Topology
 from tests.support.hostile_events import FUZZ, good_record, hostile_records
 
 TOPIC = "db.public.items"
-TOPICS = Topics({TOPIC: "out"}, "app-handoff", "app-dlq")
+TOPOLOGY = Topology("app", {TOPIC: "out"}, 4)
 PLACEHOLDER = "__debezium_unavailable_value"
 
 
@@ -119,11 +119,11 @@ def output_rows(frames: list[pd.DataFrame]) -> list[dict[str, Any]]:
 def run(rows: list[tuple[Any, ...]], states: dict[str, FakeState]) -> list[dict[str, Any]]:
     """Route and group (in one call per group, as Spark would) one micro-batch."""
     settings = HydrationSettings()
-    (routed,) = route(HydratorSpec(settings), TOPICS.handoff)(iter([source_batch(rows)]))
+    (routed,) = route(HydratorSpec(settings), TOPOLOGY.handoff_topic)(iter([source_batch(rows)]))
     groups: dict[str, list[bytes]] = defaultdict(list)
     for group, record in zip(*(c.to_pylist() for c in routed.columns), strict=True):
         groups[group].append(record)
-    hydrate = group_function(HydratorSpec(settings), TOPICS)
+    hydrate = group_function(HydratorSpec(settings), TOPOLOGY)
     frames: list[pd.DataFrame] = []
     for group, records in groups.items():
         frame = pd.DataFrame({"group": [group] * len(records), "record": records})
@@ -171,7 +171,7 @@ def test_keyless_undecodable_and_tick_records_keep_no_state() -> None:
     rows = [
         (TOPIC, 2, 1, None, event(1, 10, "x"), None, 0),
         (TOPIC, 2, 2, b"\xff{", event(2, 11, "y"), None, 0),
-        (TOPICS.handoff, 0, 5, None, None, None, 0),
+        (TOPOLOGY.handoff_topic, 0, 5, None, None, None, 0),
     ]
     out = run(rows, states)
     assert set(states) == {f"{KEYLESS}{TOPIC}\x002", f"{UNDECODABLE}{TOPIC}\x002", TICK}
@@ -215,10 +215,10 @@ def test_a_large_group_output_is_split_into_several_cells_in_offset_order() -> N
     n = stateful.CHUNK_RECORDS * 2 + 3
     rows = [(TOPIC, 0, i, b'{"id":1}', event(1, 100 + i, "v"), None, 0) for i in range(n)]
     settings = HydrationSettings()
-    (routed,) = route(HydratorSpec(settings), TOPICS.handoff)(iter([source_batch(rows)]))
+    (routed,) = route(HydratorSpec(settings), TOPOLOGY.handoff_topic)(iter([source_batch(rows)]))
     frame = routed.to_pandas().sample(frac=1, random_state=1)  # any order
     group = frame["group"].iloc[0]
-    (out,) = group_function(HydratorSpec(settings), TOPICS)((group,), iter([frame]), FakeState())
+    (out,) = group_function(HydratorSpec(settings), TOPOLOGY)((group,), iter([frame]), FakeState())
     assert len(out) == 3
     assert [c is not None for c in out["counts"]] == [False, False, True]  # on the last row
     rows = output_rows([out])
@@ -297,7 +297,7 @@ def test_an_unreadable_handoff_is_a_dead_letter_and_the_key_goes_on() -> None:
     states: dict[str, FakeState] = {}
     run([(TOPIC, 1, 0, b'{"id":7}', event(7, 100, "d"), None, 0)], states)
     group = f'{TOPIC}\x00{{"id":7}}'
-    rows = [(TOPICS.handoff, 1, 3, group.encode(), b"\x93not a handoff", None, 0)]
+    rows = [(TOPOLOGY.handoff_topic, 1, 3, group.encode(), b"\x93not a handoff", None, 0)]
     out = run(rows, states)
     (dead,) = records_of(out)
     assert dead["topic"] == "app-dlq" and dead["value"] == b"\x93not a handoff"
@@ -338,7 +338,7 @@ def test_no_hostile_record_escapes_routing_or_the_group_function(
         (TOPIC, 0, 600 + i, r.key, r.value, headers_json(list(r.headers)), 0)
         for i, (r, _) in enumerate(cases)
     ]
-    rows.append((TOPICS.handoff, 0, 9, handoff_bytes or None, handoff_bytes, None, 0))
+    rows.append((TOPOLOGY.handoff_topic, 0, 9, handoff_bytes or None, handoff_bytes, None, 0))
     out = run(rows, states)
     counts = counts_of(out)
     ends = sum(counts[name] for name in ("events", "dead_letters", "passthrough", "parked"))

@@ -7,8 +7,8 @@ from pathlib import Path
 from hydrator import exact
 from hydrator.engines.embedded.counts import RunCounts
 from hydrator.engines.embedded.task import Task
-from hydrator.engines.embedded.topology import Topology
 from hydrator.events import RawRecord
+from hydrator.topology.layout import Topology
 from state.codec import encode_state
 from state.large import is_store_key
 from state.record import state_key

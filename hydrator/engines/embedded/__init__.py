@@ -4,8 +4,8 @@ workers.py        --workers N: the supervisor, and what its worker processes sha
 engine.py         wiring: clients, state directory, loop; in-process restart after an outage;
                   clean shutdown on SIGINT/SIGTERM
 watchdog.py       deadlines on blocking Kafka calls; stop requests that reach a blocked thread
-topology.py       which topics, and how their partitions line up (co-partitioning)
-topics.py         check inputs, create outputs and internal topics
+topics.py         check inputs, create outputs and internal topics (the layout itself, and the
+                  records a task writes, are both engines': hydrator/topology/)
 loop.py           poll -> task -> commit; rebalance callbacks
 assignment.py     the tasks owned now, opened (restored) and closed on rebalance
 task.py           one partition's processor: core calls, state cache, timers

@@ -26,8 +26,8 @@ from typing import Protocol
 
 from confluent_kafka import Consumer, TopicPartition
 
-from hydrator.engines.embedded.topology import Topology
 from hydrator.kafka.offsets import OffsetProbe
+from hydrator.topology.layout import Topology
 
 log = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
-from hydrator.config import ConfigError, RunConfig
+from hydrator.config import RunConfig
 from hydrator.core.hydrator import Hydrator
 from hydrator.engines.embedded.assignment import Assignment
 from hydrator.engines.embedded.available_now import AvailableNow
@@ -48,9 +48,8 @@ from hydrator.engines.embedded.progress import Progress, ProgressSink, Reporter
 from hydrator.engines.embedded.reselect import batch_reselect
 from hydrator.engines.embedded.restore import Restorer, RestoreStopped, set_aside
 from hydrator.engines.embedded.sized_sink import SizeCheckedSink
-from hydrator.engines.embedded.state_dir import StateDirectory, StateDirLocked, StateDirUnusable
-from hydrator.engines.embedded.topics import TopologyError, prepare_topology, record_limits
-from hydrator.engines.embedded.topology import Topology
+from hydrator.engines.embedded.state_dir import StateDirectory
+from hydrator.engines.embedded.topics import prepare_topology, record_limits
 from hydrator.engines.embedded.transaction import TransactionalWriter, TransactionFailed
 from hydrator.engines.embedded.watchdog import (
     STANDALONE,
@@ -60,10 +59,13 @@ from hydrator.engines.embedded.watchdog import (
     watchdog,
 )
 from hydrator.formats import codec_for
-from hydrator.kafka.client_config import ClientConfigError, ClientSettings, client_error
+from hydrator.kafka import broker_quirks
+from hydrator.kafka.client_config import ClientSettings, client_error
 from hydrator.kafka.offsets import OffsetProbe
 from hydrator.kafka.reachability import backoff_s, client_logger, wait_for_broker
-from hydrator.ops.dead_letter_ratio import check_dead_letters
+from hydrator.metrics.dead_letter_ratio import check_dead_letters
+from hydrator.topology.emit import TopicWriter
+from hydrator.topology.layout import Topology
 from state.errors import StorageError, StoreCorrupted
 
 if TYPE_CHECKING:
@@ -71,18 +73,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Problems of configuration rather than of running: the CLI exits 2 for them.
-CONFIG_ERRORS = (ConfigError, ClientConfigError, TopologyError, StateDirLocked, StateDirUnusable)
-
 # Tunable through -X; the engine's managed settings are in the functions below.
 CONSUMER_DEFAULTS: dict[str, Any] = {
     "auto.offset.reset": "earliest",
-    # Tansu takes ~23 s to settle a group join with the 45 s default, ~3 s with this.
-    "session.timeout.ms": 6000,
-    "heartbeat.interval.ms": 1500,
-    # Apache Kafka answers a waiting fetch as soon as records arrive; Tansu holds it for the
-    # whole wait, which every record then waits too. An idle consumer asks 40 times a second.
-    "fetch.wait.max.ms": 25,
+    # for Tansu, and what they cost on Apache Kafka: hydrator/kafka/broker_quirks.py
+    "session.timeout.ms": broker_quirks.SESSION_TIMEOUT_MS,
+    "heartbeat.interval.ms": broker_quirks.HEARTBEAT_INTERVAL_MS,
+    "fetch.wait.max.ms": broker_quirks.FETCH_WAIT_MAX_MS,
 }
 PRODUCER_DEFAULTS: dict[str, Any] = {
     # What a batch produces becomes visible when its transaction commits, and a commit flushes
@@ -101,11 +98,8 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
     "transaction.timeout.ms": 30_000,
     # Java-compatible key hashing for anything produced without an explicit partition.
     "partitioner": "murmur2_random",
-    # After an outage librdkafka's re-bootstrap (the default "rebootstrap") decommissions the
-    # transaction coordinator, and send_offsets_to_transaction then waited on the lost
-    # coordinator forever, past its timeout (seen with librdkafka 2.16 on Tansu). Without it
-    # the producer reconnects to the brokers it knows and carries on.
-    "metadata.recovery.strategy": "none",
+    # a lost transaction coordinator after an outage (hydrator/kafka/broker_quirks.py)
+    "metadata.recovery.strategy": broker_quirks.METADATA_RECOVERY_STRATEGY,
 }
 
 
@@ -327,7 +321,7 @@ class EmbeddedEngine:
             topology,
             int(producer_config["message.max.bytes"]),
         )
-        sink = SizeCheckedSink(writer, limits, topology, self.run_counts)
+        sink = SizeCheckedSink(TopicWriter(topology, writer), limits, topology, self.run_counts)
         assignment = Assignment(
             topology,
             state_dir,

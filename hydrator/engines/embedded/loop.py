@@ -37,11 +37,12 @@ from hydrator.engines.embedded.metrics import EmbeddedMetrics, Phase, partition_
 from hydrator.engines.embedded.progress import ProgressSink
 from hydrator.engines.embedded.reselect import BatchReselect
 from hydrator.engines.embedded.topics import check_topic_error
-from hydrator.engines.embedded.topology import Topology
 from hydrator.engines.embedded.transaction import TransactionalWriter
 from hydrator.engines.embedded.watchdog import blocking
 from hydrator.events import RawRecord
 from hydrator.kafka import consumed
+from hydrator.kafka.broker_quirks import FIRST_OFFSET
+from hydrator.topology.layout import Topology
 from state.errors import StorageError
 
 log = logging.getLogger(__name__)
@@ -94,9 +95,9 @@ class StreamLoop:
         (None, or no longer than `commit_interval_ms`: batches never stretch).
         `new_partitions_from_first_record`: read a partition the group has no offset for from
         offset 0 rather than where ListOffsets(earliest) says it starts, which Tansu answers
-        wrongly once producers wrote the partition at the same time (hydrator/kafka/offsets.py).
-        Below a real log start, offset 0 is out of range and the consumer's reset (earliest)
-        applies; only for that reset policy."""
+        wrongly once producers wrote the partition at the same time
+        (hydrator/kafka/broker_quirks.py). Below a real log start, offset 0 is out of range and
+        the consumer's reset (earliest) applies; only for that reset policy."""
         self._consumer = consumer
         self._writer = writer
         self._assignment = assignment
@@ -404,7 +405,7 @@ class StreamLoop:
         if self._from_first_record and new:
             consumer.assign(
                 [
-                    TopicPartition(tp.topic, tp.partition, 0)
+                    TopicPartition(tp.topic, tp.partition, FIRST_OFFSET)
                     if (tp.topic, tp.partition) in new
                     else tp
                     for tp in partitions

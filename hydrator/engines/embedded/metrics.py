@@ -26,8 +26,8 @@ from confluent_kafka import Consumer, TopicPartition
 
 from hydrator.engines.embedded.assignment import Assignment
 from hydrator.engines.embedded.counts import RunCounts
-from hydrator.engines.embedded.topology import Topology
 from hydrator.metrics.run import OK, Gauges, RunMetrics, Verdict
+from hydrator.topology.layout import Topology
 
 ALIVE_S = 120.0
 READY_COMMIT_INTERVALS = 100

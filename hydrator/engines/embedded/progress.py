@@ -1,6 +1,6 @@
 """One log line every few seconds: throughput, lag per input, filled columns, unresolved
 events, parked keys, dead letters; and a warning when unresolved events or dead letters jump
-(hydrator/ops/jumps.py).
+(hydrator/metrics/jumps.py).
 
 The line is the run's. With --workers the supervisor logs it (`RunProgress`), from what each
 worker reports (`Reporter`), so it shows the same totals a run in one process would.
@@ -15,8 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from hydrator.ops.count_line import headline_counts
-from hydrator.ops.jumps import JumpWatch
+from hydrator.metrics.count_line import headline_counts
+from hydrator.metrics.jumps import JumpWatch
 
 log = logging.getLogger("hydrator.progress")
 

@@ -4,11 +4,11 @@ reaches the producer (see hydrator/kafka/record_limits.py)."""
 
 from __future__ import annotations
 
-from hydrator.core.records import HEADER_SOURCE, OutputRecord
+from hydrator.core.records import OutputRecord
 from hydrator.engines.embedded.counts import RunCounts
-from hydrator.engines.embedded.task import Sink
-from hydrator.engines.embedded.topology import Topology
 from hydrator.kafka.record_limits import Produced, RecordLimits
+from hydrator.topology.emit import Sink, handoff_record
+from hydrator.topology.layout import Topology
 from state.handoff import Handoff
 
 
@@ -38,8 +38,7 @@ class SizeCheckedSink:
         self._sink.dead(_record(record.partition, checked))
 
     def handoff(self, partition: int, handoff: Handoff) -> None:
-        key, value = handoff.new_key.encode(), handoff.encode()
-        headers = [(HEADER_SOURCE, handoff.source.encode())]
+        key, value, headers = handoff_record(handoff)
         checked = self._limits.check(self._handoff_topic, key, value, headers)
         if checked.dead:
             # The new key then waits for --handoff-timeout, as for a lost DELETE.

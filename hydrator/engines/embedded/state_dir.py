@@ -18,18 +18,17 @@ import time
 import uuid
 from pathlib import Path
 
+from hydrator.config import StateDirUnusable
+from hydrator.errors import ConfigurationError
+
 # How long a worker waits for its lock: a worker of a supervisor that was just killed may still
 # be on its way out.
 WORKER_LOCK_WAIT_S = 30.0
 _LOCK_RETRY_S = 0.2
 
 
-class StateDirLocked(RuntimeError):
+class StateDirLocked(ConfigurationError, RuntimeError):
     """Another running instance holds this state directory."""
-
-
-class StateDirUnusable(RuntimeError):
-    """The state directory cannot be created or written (a configuration problem)."""
 
 
 def check_writable(path: Path) -> None:

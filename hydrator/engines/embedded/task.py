@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Protocol
 
 from hydrator.core.hydrator import Hydrator, rejected
 from hydrator.core.records import (
@@ -34,9 +33,10 @@ from hydrator.engines.embedded.clock import (
 from hydrator.engines.embedded.counts import UNATTRIBUTED, RunCounts
 from hydrator.engines.embedded.local_handoffs import LocalHandoffs
 from hydrator.engines.embedded.timers import DeadlineIndex
-from hydrator.engines.embedded.topology import Topology
 from hydrator.events import RawRecord
 from hydrator.kafka.record_limits import record_bytes
+from hydrator.topology.emit import Sink, emit, leaving
+from hydrator.topology.layout import Topology
 from state.handoff import Handoff
 from state.large import DEFAULT_COMPRESSION, DEFAULT_THRESHOLD
 from state.layout import split_state_key, topic_of
@@ -54,16 +54,6 @@ CHANGELOG_HEADER_BYTES = 4096
 # changes, so a crash loses at most this much of a timeout's elapsed time (it then fires late by
 # as much, never early).
 CLOCK_CHECKPOINT_MS = 5_000
-
-
-class Sink(Protocol):
-    """Where a task's results go: the open Kafka transaction."""
-
-    def output(self, input_topic: str, record: OutputRecord) -> None: ...
-
-    def dead(self, record: OutputRecord) -> None: ...
-
-    def handoff(self, partition: int, handoff: Handoff) -> None: ...
 
 
 class Task:
@@ -138,7 +128,7 @@ class Task:
 
     def dead_letter(self, dead: DeadLetter) -> None:
         """A record the engine itself cannot read (a corrupt handoff)."""
-        self._sink.dead(dead.to_output())
+        self._sink.dead(leaving(dead.to_output()))
         self._counts.batch(UNATTRIBUTED)["dead_letters"] += 1
 
     def fire_timers(self, now_ms: int) -> None:
@@ -307,25 +297,21 @@ class Task:
         self._emit(topic, step)
 
     def _emit(self, topic: str, step: Transition) -> int:
-        """Send `step`'s results on; returns the bytes of its outputs."""
-        emitted = 0
-        for record in step.emitted:
-            self._sink.output(topic, record)
-            emitted += len(record.value or b"")
+        """Send `step`'s results on (hydrator/topology/emit.py); returns its outputs' bytes."""
+        emitted = emit(step, topic, self._topology, self._sink, self._keep_local)
         self.written_bytes += emitted
-        for dead in step.dead:
-            self._sink.dead(dead.to_output())
-        for handoff in step.handoffs:
-            target = self._topology.handoff_partition(handoff)
-            if self._local_handoffs.owns(target):
-                self._local_handoffs.put(target, handoff)
-                self._counts.batch(topic)["handoffs_local"] += 1
-            else:
-                self._sink.handoff(target, handoff)
         counts = self._counts.batch(topic)
         for name, n in step.counts.items():
             counts[name] += n
         return emitted
+
+    def _keep_local(self, target: int, handoff: Handoff) -> bool:
+        """Apply a handoff in this process when one of its tasks owns the new key."""
+        if not self._local_handoffs.owns(target):
+            return False
+        self._local_handoffs.put(target, handoff)
+        self._counts.batch(handoff.topic)["handoffs_local"] += 1
+        return True
 
     def resize_cache(self, cache_bytes: int) -> None:
         """A new share of the process's cache budget (the number of tasks changed)."""

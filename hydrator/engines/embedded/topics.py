@@ -1,4 +1,7 @@
-"""Check the input topics and create the output and internal topics before the first poll."""
+"""Check the input topics and create the output and internal topics before the first poll: the
+embedded engine's rules on top of the shared layout (hydrator/topology/): one partition count for
+every input, internal topics partitioned exactly like it, and a run stopped by a topic deleted
+under it."""
 
 from __future__ import annotations
 
@@ -8,31 +11,12 @@ from collections.abc import Sequence
 from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient
 
-from hydrator.engines.embedded.topology import Topology
-from hydrator.internal_topics import internal_topic_clash
-from hydrator.kafka.admin import ensure_topics, max_message_bytes, partition_counts
+from hydrator.kafka.admin import partition_counts
 from hydrator.kafka.record_limits import RecordLimits, TopicLimits
+from hydrator.topology.broker import create_absent, input_partitions, size_limits
+from hydrator.topology.layout import Topology, TopologyError, output_topics
 
 log = logging.getLogger(__name__)
-
-
-class TopologyError(ValueError):
-    """The topics cannot be laid out as the engine needs (a configuration problem)."""
-
-
-def output_topics(
-    inputs: Sequence[str], output_topic: str | None, output_suffix: str | None
-) -> dict[str, str]:
-    if output_topic is not None:
-        outputs = dict.fromkeys(inputs, output_topic)
-    elif output_suffix:
-        outputs = {topic: f"{topic}{output_suffix}" for topic in inputs}
-    else:
-        raise TopologyError("one of --output-topic or --output-suffix is needed")
-    looping = sorted(set(outputs.values()) & set(inputs))
-    if looping:
-        raise TopologyError(f"--output-topic/--output-suffix: {looping[0]} is also an input topic")
-    return outputs
 
 
 def prepare_topology(
@@ -43,19 +27,14 @@ def prepare_topology(
     output_suffix: str | None,
     max_record_bytes: int | None = None,
 ) -> Topology:
-    outputs = output_topics(inputs, output_topic, output_suffix)
-    clash = internal_topic_clash(application_id, outputs)
-    if clash is not None:
-        option = "--output-topic" if output_topic is not None else "--output-suffix"
-        raise TopologyError(f"{option}: {clash}")
+    outputs = output_topics(inputs, output_topic, output_suffix, application_id)
     partitions = _input_partitions(admin, inputs)
     topology = Topology(application_id, outputs, partitions)
     if max_record_bytes is not None:
         limits = TopicLimits.for_max_record_bytes(max_record_bytes)
         topology = Topology(application_id, outputs, partitions, limits)
     _check_existing(admin, topology)
-    created = ensure_topics(admin, topology.created_topics())
-    for name in created:
+    for name in create_absent(admin, topology):
         log.info("created topic %s with %d partitions", name, partitions)
     return topology
 
@@ -63,11 +42,9 @@ def prepare_topology(
 def record_limits(admin: AdminClient, topology: Topology, producer_limit: int) -> RecordLimits:
     """The size limit of every topic the engine writes: what the broker says (DescribeConfigs),
     else what the engine creates the topic with; never above the producer's own limit."""
-    specs = topology.created_topics()
-    created = {spec.name: int(spec.config["max.message.bytes"]) for spec in specs}
-    described = max_message_bytes(admin, created)
-    limits = {name: described[name] or created[name] for name in created}
-    small = {name: n for name, n in limits.items() if n < created[name]}
+    created = {spec.name: spec.config["max.message.bytes"] for spec in topology.created_topics()}
+    limits = size_limits(admin, topology)
+    small = {name: n for name, n in limits.items() if n < int(created[name])}
     for name, n in small.items():
         log.info("topic %s takes records up to %d bytes; larger ones go to the DLQ", name, n)
     return RecordLimits(topology.dlq_topic, limits, producer_limit)
@@ -92,18 +69,14 @@ def check_topic_error(topology: Topology, topic: str | None, error: KafkaError) 
 
 
 def _input_partitions(admin: AdminClient, inputs: Sequence[str]) -> int:
-    counts = partition_counts(admin, inputs)
-    missing = [t for t, n in counts.items() if n is None]
-    if missing:
-        raise TopologyError(f"--input-topic {missing[0]}: the topic does not exist")
-    distinct = {n for n in counts.values()}
+    counts = input_partitions(admin, inputs)
+    distinct = set(counts.values())
     if len(distinct) > 1:
         listing = ", ".join(f"{t}={n}" for t, n in counts.items())
         # One handoff topic and one changelog serve all inputs; they line up only if every input
         # has the same number of partitions.
         raise TopologyError(f"--input-topic: the topics must have one partition count ({listing})")
     (count,) = distinct
-    assert count is not None
     return count
 
 

@@ -10,18 +10,18 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
-from hydrator.core.records import OutputRecord
 from hydrator.engines.embedded import changelog
-from hydrator.engines.embedded.topology import Topology
 from hydrator.engines.embedded.watchdog import blocking
-from state.handoff import Handoff
+from hydrator.errors import TemporaryFailure
+from hydrator.events import Headers
+from hydrator.topology.layout import Topology
 
 log = logging.getLogger(__name__)
 
 TIMEOUT_S = 60.0
 
 
-class TransactionFailed(RuntimeError):
+class TransactionFailed(TemporaryFailure, RuntimeError):
     """The batch could not be committed; it has been aborted (or the producer is fenced)."""
 
 
@@ -29,7 +29,6 @@ class TransactionalWriter:
     def __init__(self, producer: Producer, topology: Topology) -> None:
         self._producer = producer
         self._topology = topology
-        self._outputs = dict(topology.outputs)
         self.in_transaction = False
         self.records = 0  # produced in the open transaction
 
@@ -44,34 +43,17 @@ class TransactionalWriter:
             self.in_transaction = True
             self.records = 0
 
-    # -- the Sink a task writes to ----------------------------------------------------------
+    # -- the RecordWriter a task's records reach (through hydrator/topology/emit.TopicWriter) ---
 
-    def output(self, input_topic: str, record: OutputRecord) -> None:
-        self._produce(
-            self._outputs[input_topic],
-            record.partition,
-            record.key,
-            record.value,
-            list(record.headers) or None,
-        )
-
-    def dead(self, record: OutputRecord) -> None:
-        self._produce(
-            self._topology.dlq_topic,
-            record.partition,
-            record.key,
-            record.value,
-            list(record.headers) or None,
-        )
-
-    def handoff(self, partition: int, handoff: Handoff) -> None:
-        self._produce(
-            self._topology.handoff_topic,
-            partition,
-            handoff.new_key.encode(),
-            handoff.encode(),
-            None,
-        )
+    def write(
+        self,
+        topic: str,
+        partition: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers,
+    ) -> None:
+        self._produce(topic, partition, key, value, list(headers) or None)
 
     def serve_deliveries(self) -> None:
         """Let librdkafka free what the broker has acknowledged: a produced record is kept, its

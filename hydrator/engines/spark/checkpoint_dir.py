@@ -22,8 +22,7 @@ from typing import Any
 from py4j.protocol import Py4JError, Py4JJavaError
 from pyspark.sql import SparkSession
 
-from hydrator.config import is_uri
-from hydrator.engines.embedded.state_dir import StateDirUnusable
+from hydrator.config import StateDirUnusable, is_uri
 
 
 def checkpoint_location(state_dir: str | Path, application_id: str) -> str:

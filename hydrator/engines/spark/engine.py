@@ -17,9 +17,8 @@ from confluent_kafka.admin import AdminClient
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
-from hydrator.bootstrap.spark import bootstrap_topic, bootstrap_topic_spec
+from hydrator.bootstrap.spark import bootstrap_topic_spec
 from hydrator.config import RunConfig
-from hydrator.engines.embedded.topics import TopologyError, output_topics
 from hydrator.engines.spark.checkpoint_dir import CheckpointDirectory, checkpoint_location
 from hydrator.engines.spark.clock import CatchUpGate, CatchUpListener, DowntimeLedger, ShippedGate
 from hydrator.engines.spark.metrics import SparkMetrics
@@ -31,15 +30,16 @@ from hydrator.engines.spark.session import (
     quiet_logs,
     spark_session,
 )
-from hydrator.engines.spark.stateful import HydratorSpec, Topics
-from hydrator.internal_topics import internal_topic_clash
-from hydrator.kafka.admin import TopicSpec, ensure_topics, max_message_bytes, partition_counts
+from hydrator.engines.spark.stateful import HydratorSpec
+from hydrator.kafka.admin import ensure_topics
 from hydrator.kafka.client_config import ClientSettings, client_error
 from hydrator.kafka.offsets import OffsetProbe
 from hydrator.kafka.record_limits import TopicLimits
-from hydrator.ops.count_line import HEADLINE, describe_counts, headline_counts
-from hydrator.ops.dead_letter_ratio import check_dead_letters
-from hydrator.ops.jumps import JumpWatch
+from hydrator.metrics.count_line import HEADLINE, describe_counts, headline_counts
+from hydrator.metrics.dead_letter_ratio import check_dead_letters
+from hydrator.metrics.jumps import JumpWatch
+from hydrator.topology.broker import create_absent, input_partitions, size_limits
+from hydrator.topology.layout import Topology, output_topics
 
 log = logging.getLogger("hydrator.spark")
 # py4j logs every listener callback at INFO: a line per micro-batch and listener.
@@ -89,51 +89,38 @@ class SparkEngine:
 
     def _check_output_names(self) -> None:
         config = self.config
-        outputs = output_topics(config.input_topics, config.output_topic, config.output_suffix)
-        clash = internal_topic_clash(config.application_id, outputs)
-        if clash is not None:
-            option = "--output-topic" if config.output_topic is not None else "--output-suffix"
-            raise TopologyError(f"{option}: {clash}")
+        output_topics(
+            config.input_topics, config.output_topic, config.output_suffix, config.application_id
+        )
 
     def _admin(self) -> AdminClient:
         return _checked_client(AdminClient, self._clients().admin(), self.config.kafka_properties)
 
     def _input_partitions(self) -> int:
         """The partition count of the inputs (the largest), which must all exist."""
-        counts = partition_counts(self._admin(), self.config.input_topics)
-        missing = [topic for topic, count in counts.items() if count is None]
-        if missing:
-            raise TopologyError(f"--input-topic {missing[0]}: the topic does not exist")
-        return max(count for count in counts.values() if count)
+        return max(input_partitions(self._admin(), self.config.input_topics).values())
 
-    def _topics(self, partitions: int) -> tuple[Topics, dict[str, int]]:
-        """Create the topics the query writes; their names and the size limit of each."""
+    def _topology(self, partitions: int) -> tuple[Topology, dict[str, int]]:
+        """Create the topics the query writes (the state is in the checkpoint: no changelog);
+        the layout and the size limit of each topic."""
         config = self.config
         admin = self._admin()
         outputs = output_topics(config.input_topics, config.output_topic, config.output_suffix)
-        app = config.application_id
-        topics = Topics(outputs, f"{app}-handoff", f"{app}-dlq", bootstrap_topic(app))
         limits = TopicLimits.for_max_record_bytes(config.hydration.max_record_bytes)
-
-        def spec(name: str, max_bytes: int) -> TopicSpec:
-            return TopicSpec(name, partitions, {"max.message.bytes": str(max_bytes)})
-
-        specs = [spec(name, limits.output) for name in dict.fromkeys(outputs.values())]
-        specs += [spec(topics.handoff, limits.handoff), spec(topics.dlq, limits.dlq)]
-        specs.append(bootstrap_topic_spec(app, partitions))
-        for name in ensure_topics(admin, specs):
+        topology = Topology(config.application_id, outputs, partitions, limits)
+        created = create_absent(admin, topology, changelog=False)
+        # read as state-only input: what `hydrator state bootstrap` seeded (hydrator/bootstrap)
+        created += ensure_topics(admin, [bootstrap_topic_spec(config.application_id, partitions)])
+        for name in created:
             log.info("created topic %s with %d partitions", name, partitions)
-        # What the broker says, else what the engine creates the topic with (as embedded).
-        described = max_message_bytes(admin, [s.name for s in specs])
-        sizes = {s.name: described[s.name] or int(s.config["max.message.bytes"]) for s in specs}
-        return topics, sizes
+        return topology, size_limits(admin, topology, changelog=False)
 
-    def _spec(self, topics: Topics, sizes: Mapping[str, int]) -> QuerySpec:
+    def _spec(self, topology: Topology, sizes: Mapping[str, int]) -> QuerySpec:
         config = self.config
         return QuerySpec(
             bootstrap_servers=config.bootstrap_servers,
             inputs=tuple(config.input_topics),
-            topics=topics,
+            topology=topology,
             checkpoint=self.checkpoint,
             hydrator=HydratorSpec(
                 config.hydration,
@@ -150,14 +137,14 @@ class SparkEngine:
             ).producer,
         )
 
-    def _ends(self, topics: Topics) -> dict[tuple[str, int], int]:
+    def _ends(self, topology: Topology) -> dict[tuple[str, int], int]:
         """The ends of every input and handoff partition now: what the query must have read
         before timeouts fire."""
         config = self.config
         probe_group = {"group.id": f"{config.application_id}-probe"}
         probe = OffsetProbe(self._clients().consumer(probe_group))
         try:
-            names = [*config.input_topics, topics.handoff, *filter(None, [topics.bootstrap])]
+            names = [*config.input_topics, topology.handoff_topic, topology.bootstrap_topic]
             return probe.ends([(name, p) for name in names for p in probe.partitions(name)])
         finally:
             probe.close()
@@ -186,7 +173,7 @@ class SparkEngine:
         # created: a bad --state-dir must not leave topics behind.
         checkpoint = CheckpointDirectory(spark, self.checkpoint)
         checkpoint.check_writable()
-        topics, sizes = self._topics(partitions)
+        topology, sizes = self._topology(partitions)
         progress = _Progress(self.config.progress_interval_s)
         spark.streams.addListener(progress)
         heartbeat = _Heartbeat(progress)
@@ -194,10 +181,10 @@ class SparkEngine:
         # Downtime is counted from here: the session's start-up is not processing either.
         ledger = DowntimeLedger(checkpoint)
         shipped = ShippedGate(spark)
-        catch_up = CatchUpListener(CatchUpGate(self._ends(topics), shipped.open))
+        catch_up = CatchUpListener(CatchUpGate(self._ends(topology), shipped.open))
         spark.streams.addListener(catch_up)
         spec = replace(
-            self._spec(topics, sizes), clock_offset_ms=ledger.start(), catch_up_gate=shipped.key
+            self._spec(topology, sizes), clock_offset_ms=ledger.start(), catch_up_gate=shipped.key
         )
         try:
             if self.config.available_now:
@@ -262,7 +249,7 @@ class SparkEngine:
             log.info("%d keys wait for a key-change handoff; next timeout in %.1fs", parked, wait_s)
             if self._stop.wait(wait_s):
                 return
-            self._tick(spec.topics.handoff)
+            self._tick(spec.topology.handoff_topic)
 
     def _tick(self, handoff_topic: str) -> None:
         producer = Producer(self._clients().producer())
@@ -327,8 +314,8 @@ def observed(query: StreamingQuery) -> Counter[str]:
 
 class _Progress(StreamingQueryListener):
     """Sums the observed counters of every micro-batch and logs a line every interval, with a
-    warning when unresolved events or dead letters jump (hydrator/ops/jumps.py). The line comes
-    while the stream is idle too (`_Heartbeat`), so a quiet run still shows it is alive."""
+    warning when unresolved events or dead letters jump (hydrator/metrics/jumps.py). The line
+    comes while the stream is idle too (`_Heartbeat`), so a quiet run still shows it is alive."""
 
     def __init__(self, interval_s: float) -> None:
         self.totals: Counter[str] = Counter()

@@ -28,6 +28,7 @@ from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from hydrator.kafka import consumed
+from hydrator.kafka.broker_quirks import lists_offsets_wrongly
 from hydrator.kafka.offsets import OffsetProbe
 
 TP = tuple[str, int]
@@ -131,8 +132,8 @@ class OffsetReader:
     def strategy(self) -> str:
         if self._strategy == "auto":
             metadata = self._admin_client().list_topics(timeout=_REQUEST_TIMEOUT_S)
-            cluster_id = metadata.cluster_id or ""
-            self._strategy = "fetch" if cluster_id.startswith("tansu") else "list"
+            wrong = lists_offsets_wrongly(metadata.cluster_id)
+            self._strategy = "fetch" if wrong else "list"
         return self._strategy
 
     # -- look-ups ---------------------------------------------------------------------------------

@@ -70,6 +70,7 @@ from hydrator.engines.spark.kafka_options import (
     topics_option,
 )
 from hydrator.kafka import consumed
+from hydrator.kafka.broker_quirks import FIRST_OFFSET
 
 HEADER_TYPE = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
 
@@ -364,9 +365,9 @@ def read_partition(part: KafkaInputPartition, settings: ReadSettings) -> Iterato
     schema = _arrow_schema()
     consumer = _consumer(settings)
     # Offset 0, not OFFSET_BEGINNING: that is resolved through ListOffsets(earliest), which Tansu
-    # can answer past the first batches (hydrator/kafka/offsets.py). Below a real log start the
-    # consumer's reset (earliest whenever a range starts at EARLIEST) takes over.
-    first = 0 if part.start == EARLIEST else part.start
+    # can answer past the first batches (hydrator/kafka/broker_quirks.py). Below a real log start
+    # the consumer's reset (earliest whenever a range starts at EARLIEST) takes over.
+    first = FIRST_OFFSET if part.start == EARLIEST else part.start
     consumer.assign([TopicPartition(part.topic, part.partition, first)])
     healthy = False
     try:

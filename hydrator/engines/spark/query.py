@@ -21,9 +21,9 @@ from hydrator.engines.spark.stateful import (
     OUTPUT_SCHEMA,
     STATE_SCHEMA,
     HydratorSpec,
-    Topics,
     group_function,
 )
+from hydrator.topology.layout import Topology
 
 # The counters are summed per micro-batch into the query's observed metrics under this name.
 OBSERVATION = "hydrator"
@@ -33,7 +33,7 @@ OBSERVATION = "hydrator"
 class QuerySpec:
     bootstrap_servers: str
     inputs: tuple[str, ...]
-    topics: Topics
+    topology: Topology
     checkpoint: str
     hydrator: HydratorSpec
     kafka_properties: Mapping[str, str] | None = None
@@ -52,7 +52,7 @@ def kafka_input(spark: SparkSession, spec: QuerySpec) -> DataFrame:
     reader = (
         spark.readStream.format(register(spark))
         .option("kafka.bootstrap.servers", spec.bootstrap_servers)
-        .option("topics", ",".join([*spec.inputs, spec.topics.handoff, *_bootstrap(spec)]))
+        .option("topics", ",".join([*spec.inputs, *_internal_inputs(spec.topology)]))
         .option("startingOffsets", "earliest")
     )
     for name, value in (spec.kafka_properties or {}).items():
@@ -62,19 +62,20 @@ def kafka_input(spark: SparkSession, spec: QuerySpec) -> DataFrame:
     return reader.load()
 
 
-def _bootstrap(spec: QuerySpec) -> list[str]:
-    """The bootstrap topic, read as state-only input (hydrator/bootstrap/spark.py)."""
-    return [spec.topics.bootstrap] if spec.topics.bootstrap else []
+def _internal_inputs(topology: Topology) -> list[str]:
+    """The internal topics the query reads beside the inputs: handoffs, and the bootstrap topic
+    as state-only input (hydrator/bootstrap/spark.py)."""
+    return [topology.handoff_topic, topology.bootstrap_topic]
 
 
 def hydrate(records: DataFrame, spec: QuerySpec) -> DataFrame:
     """SOURCE_SCHEMA rows in, OUTPUT_SCHEMA rows (packed records to write, counters) out; any
     streaming input. The counters are summed per micro-batch into the observed metrics."""
     hydrated = (
-        routed(records, spec.hydrator, spec.topics.handoff, spec.topics.bootstrap)
+        routed(records, spec.hydrator, spec.topology.handoff_topic, spec.topology.bootstrap_topic)
         .groupBy("group")
         .applyInPandasWithState(
-            group_function(spec.hydrator, spec.topics, spec.clock_offset_ms, spec.catch_up_gate),
+            group_function(spec.hydrator, spec.topology, spec.clock_offset_ms, spec.catch_up_gate),
             OUTPUT_SCHEMA,
             STATE_SCHEMA,
             "Append",
@@ -101,4 +102,4 @@ def writer(spark: SparkSession, spec: QuerySpec) -> DataStreamWriter:
     for name, value in (spec.kafka_properties or {}).items():
         sink = sink.option(f"kafka.{name}", value)  # -X may lower message.max.bytes
     limits = ",".join(f"{t}={n}" for t, n in (spec.max_message_bytes or {}).items())
-    return sink.option("dlqTopic", spec.topics.dlq).option("maxMessageBytes", limits)
+    return sink.option("dlqTopic", spec.topology.dlq_topic).option("maxMessageBytes", limits)

@@ -41,7 +41,10 @@ from hydrator.core.counters import counters_of
 from hydrator.core.hydrator import failure_reason, read_handoff, rejected
 from hydrator.engines.spark.clock import gate_is_open
 from hydrator.engines.spark.kafka_sink import pack_records
+from hydrator.events import Headers
 from hydrator.formats import FormatOptions, codec_for
+from hydrator.topology.emit import TopicWriter, emit
+from hydrator.topology.layout import Topology
 from state.codec import decode_state, encode_state
 from state.large import DEFAULT_COMPRESSION, DEFAULT_THRESHOLD, outline
 from state.record import StateRecord
@@ -80,16 +83,6 @@ OUTPUT_SCHEMA = StructType(
 
 
 @dataclass(frozen=True)
-class Topics:
-    """Where a group's results go: per-input-topic output topics and the internal topics."""
-
-    outputs: Mapping[str, str]
-    handoff: str
-    dlq: str
-    bootstrap: str | None = None
-
-
-@dataclass(frozen=True)
 class HydratorSpec:
     """What an executor builds its Hydrator from, the same way the embedded engine does: small,
     picklable, shipped with every task."""
@@ -110,7 +103,7 @@ def hydrator_for(spec: HydratorSpec) -> Hydrator:
 
 def group_function(
     spec: HydratorSpec,
-    topics: Topics,
+    topology: Topology,
     clock_offset_ms: int = 0,
     catch_up_gate: tuple[str, str] | None = None,
 ) -> Callable[[tuple[Any, ...], Iterator[pd.DataFrame], GroupState], Iterator[pd.DataFrame]]:
@@ -126,12 +119,12 @@ def group_function(
         hydrator = hydrator_for(spec)
         stored_before = _stored_bytes(key[0], state)
         loaded, unreadable = _load(state)
-        step = _GroupStep(hydrator, topics, key[0], loaded)
+        step = _GroupStep(hydrator, topology, key[0], loaded)
         if unreadable:
             step.counts["state_unreadable"] = 1
         now_ms = int(time.time() * 1000) - clock_offset_ms
         if state.hasTimedOut and (catch_up_gate is None or gate_is_open(*catch_up_gate)):
-            step.apply(hydrator.tick(step.state, now_ms) if step.state else Transition(None), 0)
+            step.apply(hydrator.tick(step.state, now_ms) if step.state else Transition(None))
         step.feed(packed_records(frames), now_ms)
         stored_image = loaded.image if loaded is not None else None
         final = _outlined(step.final_state(), spec, stored_image)
@@ -211,16 +204,17 @@ class _GroupStep:
     """Accumulates the outputs of one group call."""
 
     def __init__(
-        self, hydrator: Hydrator, topics: Topics, group: str, state: StateRecord | None
+        self, hydrator: Hydrator, topology: Topology, group: str, state: StateRecord | None
     ) -> None:
         self.hydrator = hydrator
-        self.topics = topics
+        self.topology = topology
         # keyless records, undecodable keys and ticks (routing.py) keep no state
         self.stateless = not group or group[0] in "\x01\x02\x03"
         input_topic, _, key = group.lstrip("\x01\x02").partition("\x00")
         # the canonical key routing computed (a stateful group is `<topic>\x00<key>`)
         self.key = None if self.stateless else key
-        self.output_topic = topics.outputs.get(input_topic)
+        self.input_topic = input_topic
+        self.sink = TopicWriter(topology, self)
         self.state = state
         self.was_parked = state is not None and state.is_parked
         self.out: list[tuple[Any, ...]] = []
@@ -243,16 +237,16 @@ class _GroupStep:
                 handoff = read_handoff(record)
                 if isinstance(handoff, DeadLetter):
                     failed = Transition(self.state, dead=(handoff,), counts={"dead_letters": 1})
-                    self.apply(failed, partition)
+                    self.apply(failed)
                     continue
-                self.apply(hydrator.receive_handoff(self.state, handoff, now_ms), partition)
+                self.apply(hydrator.receive_handoff(self.state, handoff, now_ms))
                 continue
             # only a stateless group can hold an undecodable key; others were routed by it
             routed = hydrator.route(record) if self.stateless else None
             if isinstance(routed, DeadLetter):
-                self.apply(rejected(routed), partition)
+                self.apply(rejected(routed))
                 continue
-            self.apply(hydrator.process(self.state, record, self.key, now_ms), partition)
+            self.apply(hydrator.process(self.state, record, self.key, now_ms))
 
     def _bootstrap(self, value: bytes | None) -> None:
         """A bootstrapped state record for this key: taken unless the key's state is the
@@ -285,24 +279,23 @@ class _GroupStep:
                 self.counts["rows_unreadable"] = self.counts.get("rows_unreadable", 0) + 1
         return rows
 
-    def apply(self, transition: Transition, partition: int) -> None:
+    def apply(self, transition: Transition) -> None:
         self.state = None if self.stateless else transition.state
         counts = self.counts
         for name, count in transition.counts.items():
             counts[name] = counts.get(name, 0) + count
-        out = self.out
-        for record in transition.emitted:
-            out.append(
-                (self.output_topic, record.partition, record.key, record.value, record.headers)
-            )
-        for dead in transition.dead:
-            record = dead.to_output()
-            out.append(
-                (self.topics.dlq, record.partition, record.key, record.value, record.headers)
-            )
-        for handoff in transition.handoffs:
-            key = f"{handoff.topic}\x00{handoff.new_key}".encode()
-            out.append((self.topics.handoff, partition, key, handoff.encode(), ()))
+        emit(transition, self.input_topic, self.topology, self.sink)
+
+    def write(
+        self,
+        topic: str,
+        partition: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers,
+    ) -> None:
+        """A record to write (hydrator/topology/emit.py), in the Kafka sink's `records` layout."""
+        self.out.append((topic, partition, key, value, headers))
 
     def final_state(self) -> StateRecord | None:
         return None if self.stateless else self.state
