@@ -14,7 +14,7 @@ from hydrator.config import RunConfig, SparkOptions
 from hydrator.core.settings import UnresolvedColumnsError
 from hydrator.errors import ConfigurationError, StorageError, TemporaryFailure, exit_code_for
 from hydrator.ops import logs
-from hydrator.ops.secrets import redact, secret_values
+from hydrator.secrets import redact, secret_values
 
 if TYPE_CHECKING:
     from hydrator.engines.embedded.workers import Worker

@@ -16,7 +16,7 @@ import click
 from click.core import ParameterSource
 
 from hydrator.config import format_duration_ms, format_size_bytes
-from hydrator.ops.secrets import mask_dsn, mask_item, mask_value
+from hydrator.secrets import mask_dsn, mask_item, mask_value
 
 # Where the config file's path is kept for the options it supplies.
 CONFIG_FILE_META = "hydrator.config_file"

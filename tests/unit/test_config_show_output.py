@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from hydrator import cli
 from hydrator.ops.config_show import shown_path, toml_string
-from hydrator.ops.secrets import is_secret_name, mask_item, mask_value, secret_values
+from hydrator.secrets import is_secret_name, mask_item, mask_value, secret_values
 
 REQUIRED = ["--bootstrap-servers", "h:1", "--input-topic", "t", "--output-suffix", ".e"]
 SECRET = "s3cr3t-VALUE-42"
