@@ -18,11 +18,13 @@ from typing import Any
 
 import orjson
 
+from hydrator.errors import ConfigurationError
+
 EPOCH_DATE = dt.date(1970, 1, 1)
 EPOCH = dt.datetime(1970, 1, 1)
 
 
-class UnsupportedColumn(ValueError):
+class UnsupportedColumn(ConfigurationError, ValueError):
     """A column type the bootstrap cannot encode as Debezium would; the message names it."""
 
 

@@ -19,6 +19,7 @@ from hydrator.bootstrap.pg_values import (
     select_expression,
 )
 from hydrator.core.visibility import SourceSnapshot
+from hydrator.errors import ConfigurationError
 
 FETCH_ROWS = 2000
 
@@ -45,7 +46,7 @@ SELECT a.attname
 """
 
 
-class TableError(ValueError):
+class TableError(ConfigurationError, ValueError):
     """The table cannot be bootstrapped (absent, no primary key, a type not supported)."""
 
 
