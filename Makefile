@@ -29,3 +29,4 @@ demo: setup
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+	$(BIN)/mypy

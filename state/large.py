@@ -164,7 +164,7 @@ def materialized(image: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """`image` as a plain dict with every value read (for what leaves the key: a handoff, a
     whole `before`); a plain dict is returned as it is."""
     if image is None or type(image) is dict:
-        return image  # type: ignore[return-value]
+        return image
     if type(image) is LazyImage:  # from its cells: the Mapping protocol costs calls per column
         read = image.reader.read
         return {c: read(v) if type(v) is LargeValue else v for c, v in image.cells.items()}

@@ -189,7 +189,7 @@ class Hydrator:
                 if state is not None
                 else None
             )
-            if handoff is not None:
+            if handoff is not None and state is not None:  # a handoff is only claimed from a state
                 image = handoff.image
                 state = _settle(replace(state, handoffs=_without(state.handoffs, handoff)), now_ms)
             elif event.missing_after or event.absent is Absent.MISSING:
@@ -206,7 +206,7 @@ class Hydrator:
             counts["reselected_columns_current"] = len(hydration.reselected_current)
         if state is not None and state.bootstrap is not None:
             counts["bootstrap_applied_events"] = 1
-        handoffs = ()
+        handoffs: tuple[Handoff, ...] = ()
         if event.op is Op.DELETE and event.new_key is not None and key is not None:
             handoffs = (
                 Handoff(
@@ -389,7 +389,9 @@ class Hydrator:
         current: StateRecord | None = replace(
             _keep(state, handoff, now_ms), parked=(), awaiting=None
         )
-        emitted, handoffs, dead = [], [], []
+        emitted: list[OutputRecord] = []
+        handoffs: list[Handoff] = []
+        dead: list[DeadLetter] = []
         total: Counter[str] = Counter(counts)
         for record in state.parked:
             step = self.process(current, record, handoff.new_key, now_ms)

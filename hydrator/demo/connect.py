@@ -199,7 +199,7 @@ def batch_handler(on_batch: Callable[[Any], None]) -> Any:
     there stops the engine."""
     from pydbzengine import BasePythonChangeHandler
 
-    class Handler(BasePythonChangeHandler):  # type: ignore[misc]
+    class Handler(BasePythonChangeHandler):
         def handleJsonBatch(self, records: Any) -> None:
             on_batch(records)
 

@@ -425,7 +425,13 @@ class _Bridge:
             if record.timestamp() is not None:
                 kwargs["timestamp"] = int(record.timestamp())
             self._producer.produce(
-                str(record.topic()), value, key, headers=headers, on_delivery=delivered, **kwargs
+                str(record.topic()),
+                value,
+                key,
+                # the stub's invariant List refuses (str, bytes) pairs; librdkafka only reads them
+                headers=headers,  # type: ignore[arg-type]
+                on_delivery=delivered,
+                **kwargs,
             )
             sent[str(record.topic())] += 1
         if self._producer.flush(60) or failures:

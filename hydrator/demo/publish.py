@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
+from hydrator.kafka import consumed
 from hydrator.kafka.admin import TopicSpec, ensure_topics
 from hydrator.kafka.offsets import from_the_start
 
@@ -133,17 +134,17 @@ def read_topic(bootstrap_servers: str, topic: str, timeout_s: float = 60) -> lis
                 if error is not None:
                     if error.code() != KafkaError._PARTITION_EOF:
                         raise KafkaException(error)
-                    at_end.add(msg.partition())
+                    at_end.add(consumed.partition(msg))
                     continue
                 at_end.discard(msg.partition())
                 records.append(
                     Consumed(
-                        msg.topic(),
-                        msg.partition(),
-                        msg.offset(),
+                        consumed.topic(msg),
+                        consumed.partition(msg),
+                        consumed.offset(msg),
                         msg.key(),
                         msg.value(),
-                        tuple(msg.headers() or ()),
+                        tuple(consumed.headers(msg) or ()),
                     )
                 )
     finally:

@@ -36,17 +36,23 @@ def truth_from_twin(raw: Sequence[Consumed], twin: Sequence[Consumed]) -> dict[s
     on both tables, so each key has the same history in both)."""
     twins: dict[str, list[Consumed]] = defaultdict(list)
     for record in sorted(twin, key=lambda r: (r.partition, r.offset)):
-        twins[canonical_key(record.key)].append(record)
+        twins[_row_key(record)].append(record)
     rank: dict[str, int] = defaultdict(int)
     truth: dict[str, Any] = {}
     for record in sorted(raw, key=lambda r: (r.partition, r.offset)):
-        key = canonical_key(record.key)
+        key = _row_key(record)
         events = twins.get(key, [])
         if rank[key] < len(events):
             full = payload(events[rank[key]].value)
             truth[record.source] = None if full is None else {f: full.get(f) for f in COMPARED}
         rank[key] += 1
     return truth
+
+
+def _row_key(record: Consumed) -> str:
+    # every record of a Debezium table topic, tombstones too, is keyed by the row's primary key
+    assert record.key is not None
+    return canonical_key(record.key)
 
 
 def mismatches(enriched: Sequence[Consumed], truth: Truth) -> list[str]:

@@ -39,7 +39,8 @@ def require_broker(bootstrap_servers: str, timeout_s: float = 5.0) -> None:
     quiet = logging.getLogger("hydrator.dev.librdkafka")
     quiet.addHandler(logging.NullHandler())
     quiet.propagate = False
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers, "logger": quiet})
+    # the stub types config values as scalars; librdkafka's `logger` takes a logging.Logger
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers, "logger": quiet})  # type: ignore[dict-item]
     try:
         admin.list_topics(timeout=timeout_s)
     except KafkaException as exc:

@@ -172,7 +172,8 @@ def _kind(value: Any) -> str:
         return "boolean"
     if isinstance(value, int | float | Decimal):
         return "number"
-    return {dict: "object", list: "array", str: "string"}.get(type(value), type(value).__name__)
+    kinds: dict[type, str] = {dict: "object", list: "array", str: "string"}
+    return kinds.get(type(value), type(value).__name__)
 
 
 __all__ = ["CockroachCodec", "primary_key", "timestamp"]

@@ -23,6 +23,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from hydrator.kafka import consumed
 from hydrator.kafka.broker_quirks import FIRST_OFFSET
 
 TIMEOUT_S = 30.0
@@ -91,7 +92,7 @@ class OffsetProbe:
                     if error is None:
                         continue
                     if error.code() == KafkaError._PARTITION_EOF:
-                        ends[(msg.topic(), msg.partition())] = msg.offset()
+                        ends[(consumed.topic(msg), consumed.partition(msg))] = consumed.offset(msg)
                     else:
                         raise KafkaException(error)
         finally:
@@ -114,12 +115,12 @@ class OffsetProbe:
                     missing = [tp for tp in listed if tp not in answered]
                     raise TimeoutError(f"no answer to a fetch from offset 0 of {missing}")
                 for msg in self._consumer.consume(len(listed), 0.05):
-                    tp = (msg.topic(), msg.partition())
+                    tp = (consumed.topic(msg), consumed.partition(msg))
                     if tp not in listed or tp in answered:
                         continue
                     error = msg.error()
                     if error is None:
-                        first[tp] = min(listed[tp], msg.offset())
+                        first[tp] = min(listed[tp], consumed.offset(msg))
                     elif error.code() not in _AT_THE_EDGE:
                         raise KafkaException(error)
                     answered.add(tp)

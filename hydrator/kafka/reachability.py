@@ -46,7 +46,8 @@ def wait_for_broker(
     `timeout_s`."""
     servers = admin_config["bootstrap.servers"]
     # Its own client, silent: the attempts are reported here, one line each.
-    admin = AdminClient({**admin_config, "logger": _silent()})
+    # the stub types config values as scalars; librdkafka's `logger` takes a logging.Logger
+    admin = AdminClient({**admin_config, "logger": _silent()})  # type: ignore[dict-item]
     began = time.monotonic()
     attempt = 0
     while not should_stop():

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from confluent_kafka import Consumer, KafkaError
 
 from hydrator.events import BadInput, Codec, InvalidKey, RawRecord
+from hydrator.kafka import consumed
 from hydrator.live.rows import RowChange, row_change
 
 log = logging.getLogger(__name__)
@@ -61,12 +62,12 @@ def run_feed(
                     log.warning("consumer: %s", error)
                 continue
             record = RawRecord(
-                message.topic(),
-                message.partition(),
-                message.offset(),
+                consumed.topic(message),
+                consumed.partition(message),
+                consumed.offset(message),
                 message.key(),
                 message.value(),
-                tuple(message.headers() or ()),
+                tuple(consumed.headers(message) or ()),
             )
             try:
                 change = row_change(record, codec, preview_chars)

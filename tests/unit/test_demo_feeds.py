@@ -57,3 +57,19 @@ def test_the_core_writes_what_each_feed_expects(name: str, seed: int) -> None:
 @pytest.mark.parametrize("name", sorted(FEEDS))
 def test_a_feed_is_the_same_for_the_same_seed(name: str) -> None:
     assert feed_for(name, 3).records(200, 2) == feed_for(name, 3).records(200, 2)
+
+
+def test_a_cockroachdb_row_message_is_the_wrapped_json_the_sink_writes() -> None:
+    from hydrator.demo.feeds.cockroachdb import CockroachFeed
+
+    records = CockroachFeed(5).records(300, PARTITIONS)
+    rows = [r for r in records if r.kind in ("insert", "update", "delete")]
+    assert {r.kind for r in rows} == {"insert", "update", "delete"}
+    for record in rows:
+        assert isinstance(record.value, bytes) and isinstance(record.expected, bytes)
+        message, enriched = orjson.loads(record.value), orjson.loads(record.expected)
+        assert set(message) == {"after", "updated"}
+        assert (message["after"] is None) == (record.kind == "delete")
+        assert enriched == {**message, "before": enriched["before"]}
+    resolved = [r for r in records if r.kind == "resolved"]
+    assert resolved and all(r.key is None and r.value == r.expected for r in resolved)

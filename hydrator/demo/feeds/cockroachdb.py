@@ -50,8 +50,10 @@ class CockroachFeed:
         while len(out) < events:
             roll = rng.random()
             if roll < 0.03:
-                value = _object({"resolved": json.dumps(f"{wall}.{logical:010d}")}).encode()
-                out += [FeedRecord(None, value, p, value, "resolved") for p in range(partitions)]
+                resolved = _object({"resolved": json.dumps(f"{wall}.{logical:010d}")}).encode()
+                out += [
+                    FeedRecord(None, resolved, p, resolved, "resolved") for p in range(partitions)
+                ]
                 continue
             if roll < 0.12 and sent:
                 versions = sent[rng.choice(sorted(sent))]

@@ -36,7 +36,7 @@ from hydrator.errors import HydratorError
 
 HEADER = "hydrator.offsets"
 WITNESS = "hydrator.witness"
-Headers = list[tuple[str, bytes]] | None
+Headers = list[tuple[str, bytes | None]] | None
 _NONE: Mapping[str, int] = MappingProxyType({})
 
 

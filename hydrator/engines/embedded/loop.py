@@ -40,6 +40,7 @@ from hydrator.engines.embedded.topics import check_topic_error
 from hydrator.engines.embedded.transaction import TransactionalWriter
 from hydrator.engines.embedded.watchdog import blocking
 from hydrator.events import RawRecord
+from hydrator.kafka import consumed
 from hydrator.kafka.broker_quirks import FIRST_OFFSET
 from hydrator.topology.layout import Topology
 from state.errors import StorageError
@@ -253,12 +254,10 @@ class StreamLoop:
         tasks = self._assignment.tasks
         batch = []
         for msg in messages:
-            task = tasks.get(msg.partition())
-            if (
-                task is None
-                or msg.error() is not None
-                or msg.topic() == self._topology.handoff_topic
-            ):
+            if msg.error() is not None or msg.topic() == self._topology.handoff_topic:
+                continue
+            task = tasks.get(consumed.partition(msg))
+            if task is None:
                 continue
             batch.append((task, _raw(msg)))
         if not batch:
@@ -280,7 +279,7 @@ class StreamLoop:
             check_topic_error(self._topology, msg.topic(), error)
             log.warning("consumer error: %s", error)
             return
-        task = self._assignment.tasks.get(msg.partition())
+        task = self._assignment.tasks.get(consumed.partition(msg))
         if task is None:
             log.warning("record of unowned partition %s-%d", msg.topic(), msg.partition())
             return
@@ -487,11 +486,11 @@ def _rare_collections() -> Iterator[None]:
 
 def _raw(msg: Message) -> RawRecord:
     return RawRecord(
-        msg.topic(),
-        msg.partition(),
-        msg.offset(),
+        consumed.topic(msg),
+        consumed.partition(msg),
+        consumed.offset(msg),
         msg.key(),
         msg.value(),
-        tuple(msg.headers() or ()),
+        tuple(consumed.headers(msg) or ()),
         msg.timestamp()[1],
     )

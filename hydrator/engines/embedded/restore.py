@@ -33,6 +33,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from hydrator.engines.embedded import changelog
 from hydrator.engines.embedded.watchdog import blocking
 from hydrator.errors import Stopped
+from hydrator.kafka import consumed
 from hydrator.kafka.offsets import TIMEOUT_S as PROBE_TIMEOUT_S
 from hydrator.kafka.offsets import OffsetProbe
 from state.codec import decode_state
@@ -108,7 +109,7 @@ class Restorer:
             low, high = self._probe.watermarks(self._topic, partition)
         start = store.changelog_offset
         rebuilt = start is None or not low <= start <= high
-        if rebuilt:
+        if start is None or rebuilt:  # `start is None` again for the type checker
             if start is not None or next(store.raw_items(), None) is not None:
                 log.warning(
                     "%s-%d: local store at offset %s is outside the changelog [%d, %d]; rebuilding",
@@ -206,14 +207,15 @@ class Restorer:
                     if msg.error():
                         raise KafkaException(msg.error())
                     key = msg.key()
-                    problem = _unreadable(key, msg.value(), msg.headers())
+                    problem = _unreadable(key, msg.value(), consumed.headers(msg))
                     if problem is not None:
-                        self._skip(partition, msg.offset(), problem)
+                        self._skip(partition, consumed.offset(msg), problem)
                         if key is not None and not key.startswith(META_PREFIX):
                             repairs.pop(key, None)
                             changes[key] = None  # forget the key: no state beats a wrong one
                         continue
-                    if changelog.never_committed(msg.headers(), committed, partition):
+                    assert key is not None  # a record without a key is a problem (`_unreadable`)
+                    if changelog.never_committed(consumed.headers(msg), committed, partition):
                         repairs[key] = None
                         if first_dead is None:
                             first_dead = msg.offset()

@@ -45,7 +45,7 @@ def check_writable(path: Path) -> None:
 
 
 class StateDirectory:
-    def __init__(self, root: Path, application_id: str) -> None:
+    def __init__(self, root: Path | str, application_id: str) -> None:
         self.path = Path(root) / application_id
         self._lock_fd: int | None = None
 

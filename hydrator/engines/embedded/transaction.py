@@ -5,7 +5,7 @@ instance, fenced by the consumer group's generation)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
@@ -134,7 +134,7 @@ class TransactionalWriter:
         partition: int,
         key: bytes | None,
         value: bytes | None,
-        headers: list[tuple[str, bytes | None]] | None,
+        headers: Sequence[tuple[str, bytes | None]] | None,
         on_delivery: Any = None,
     ) -> None:
         if not self.in_transaction:
@@ -143,7 +143,13 @@ class TransactionalWriter:
         while True:
             try:
                 self._producer.produce(
-                    topic, value, key, partition=partition, headers=headers, on_delivery=on_delivery
+                    topic,
+                    value,
+                    key,
+                    partition=partition,
+                    # the stub's invariant List refuses (str, bytes) pairs; librdkafka reads them
+                    headers=headers,  # type: ignore[arg-type]
+                    on_delivery=on_delivery,
                 )
                 return
             except BufferError:

@@ -38,6 +38,7 @@ class CheckpointDirectory:
     def __init__(self, spark: SparkSession, location: str) -> None:
         self.location = location
         jvm = spark.sparkContext._jvm
+        assert jvm is not None  # None only before a SparkContext starts; the session has one
         self._jvm = jvm
         self._path = jvm.org.apache.hadoop.fs.Path(location)
         try:

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from hydrator.kafka import consumed
 from hydrator.kafka.broker_quirks import lists_offsets_wrongly
 from hydrator.kafka.offsets import OffsetProbe
 
@@ -64,7 +65,7 @@ def offsets_from_json(data: Mapping[str, Mapping[str, int]] | None) -> Offsets:
     }
 
 
-def _admin_config(config: Mapping[str, str]) -> dict[str, str]:
+def _admin_config(config: Mapping[str, str]) -> dict[str, str | int | float | bool]:
     # Consumer-only properties make the admin client log warnings; keep the connection settings.
     skip = {"isolation.level", "auto.offset.reset", "enable.auto.commit", "group.id"}
     return {k: v for k, v in config.items() if k not in skip and not k.startswith("fetch.")}
@@ -98,7 +99,7 @@ class OffsetReader:
 
     def _probe_consumer(self) -> Consumer:
         if self._probe is None:
-            config = dict(self._config)
+            config: dict[str, str | int | bool] = dict(self._config)
             config.update(
                 {
                     "group.id": config.get("group.id", _PROBE_GROUP),
@@ -208,7 +209,7 @@ class OffsetReader:
                         continue
                     if kind == "record":
                         low[tp] = offset + 1
-                        if high[tp] is not None and high[tp] <= low[tp]:
+                        if (bound := high[tp]) is not None and bound <= low[tp]:
                             high[tp] = None  # a transaction committed meanwhile; search again
                     elif silent_at.get(tp) != position[tp]:
                         # A slow broker looks the same as a position past the last stable
@@ -243,14 +244,14 @@ class OffsetReader:
             if left <= 0:
                 break
             for message in consumer.consume(num_messages=len(positions), timeout=min(left, 0.05)):
-                tp = (message.topic(), message.partition())
+                tp = (consumed.topic(message), consumed.partition(message))
                 if tp not in positions or tp in answers:
                     continue
                 error = message.error()
                 if error is None:
-                    answers[tp] = ("record", message.offset())
+                    answers[tp] = ("record", consumed.offset(message))
                 elif error.code() == KafkaError._PARTITION_EOF:
-                    answers[tp] = ("eof", message.offset())
+                    answers[tp] = ("eof", consumed.offset(message))
                 elif error.code() == KafkaError.OFFSET_OUT_OF_RANGE:
                     answers[tp] = ("silent", positions[tp])
                 else:

@@ -69,6 +69,7 @@ from hydrator.engines.spark.kafka_options import (
     int_option,
     topics_option,
 )
+from hydrator.kafka import consumed
 from hydrator.kafka.broker_quirks import FIRST_OFFSET
 
 HEADER_TYPE = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
@@ -330,7 +331,7 @@ def _reached_end(messages: list[Message], end: int) -> bool:
             continue
         if error.code() != KafkaError._PARTITION_EOF:
             raise KafkaException(error)
-        reached = reached or message.offset() >= end
+        reached = reached or consumed.offset(message) >= end
     return reached
 
 
@@ -383,11 +384,11 @@ def read_partition(part: KafkaInputPartition, settings: ReadSettings) -> Iterato
             records = [m for m in messages if m.error() is None]
             if len(records) != len(messages):
                 done = _reached_end(messages, part.end) or done
-            if records and records[-1].offset() >= part.end:
-                records = [m for m in records if m.offset() < part.end]
+            if records and consumed.offset(records[-1]) >= part.end:
+                records = [m for m in records if consumed.offset(m) < part.end]
                 done = True
             if records:
-                next_offset = records[-1].offset() + 1
+                next_offset = consumed.offset(records[-1]) + 1
                 done = done or next_offset >= part.end
                 last_progress = time.monotonic()
                 yield _to_arrow(part, records, schema)
