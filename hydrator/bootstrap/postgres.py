@@ -11,14 +11,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from hydrator.bootstrap.pg_values import (
+from hydrator.core.visibility import SourceSnapshot
+from hydrator.postgres.debezium_values import (
     ConnectorSettings,
     PgColumn,
     UnsupportedColumn,
     encoder,
     select_expression,
 )
-from hydrator.core.visibility import SourceSnapshot
 
 FETCH_ROWS = 2000
 
