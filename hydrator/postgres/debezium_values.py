@@ -1,7 +1,13 @@
 """A Postgres column value as Debezium's Postgres connector ships it in JSON (Kafka Connect's
 JsonConverter), for the connector settings in use. Pure functions over the value's text form
-(or bytes, for bytea): the reader (postgres.py) selects every column so that it arrives in
-the form its encoder here takes (`select_expression`).
+(or bytes, for bytea): a reader selects every column so that it arrives in the form its
+encoder here takes (`select_expression`).
+
+Two readers: the state bootstrap (hydrator/bootstrap/postgres.py) knows the connector's
+settings from its configuration (`encoder`); the re-select fallback (reselect.py) knows only the
+placeholder an event shipped for the column, which is spelled the way the column's values are
+(hydrator/formats/placeholders.py), so it reads the settings off that spelling
+(`shipped_encoder`, `encode_row`).
 
 The same values with or without `schemas.enable`: the envelope differs, `after` does not.
 Verified against real Debezium 3.6 snapshot events (tests/integration/test_bootstrap_postgres.py).
@@ -17,6 +23,8 @@ from decimal import Decimal
 from typing import Any
 
 import orjson
+
+from hydrator.formats.placeholders import PlaceholderForms
 
 EPOCH_DATE = dt.date(1970, 1, 1)
 EPOCH = dt.datetime(1970, 1, 1)
@@ -307,3 +315,78 @@ def _hstore_encoder(mode: str) -> Callable[[str], Any]:
         return orjson.dumps(ordered).decode()
 
     return encode
+
+
+# -- by the placeholder an event shipped (the re-select fallback) ---------------------------------
+
+_ARRAY_INTEGERS = frozenset({"int2", "int4", "int8"})
+
+
+def shipped_encoder(
+    column: PgColumn, shipped: Any, forms: PlaceholderForms
+) -> Callable[[Any], Any] | None:
+    """The encoder for `column`'s selected value, for an event that shipped the placeholder
+    `shipped` for it; None when the pair is not one this module knows (the placeholder stays):
+
+    * bytea: `"P"` hex, base64 of P base64 (`binary.handling.mode` bytes or base64), url-safe
+      base64 of P base64-url-safe.
+    * hstore: `{"P": "P"}` map mode, that object as a JSON string json mode.
+    * int2[], int4[], int8[]: P's bytes as integers; bytea[]: `[base64(P)]`; uuid[]:
+      `["<name-based uuid of P>"]`; any other array: `["P"]`, the elements' text.
+    * any other type: `"P"`, the column's text output.
+    """
+    kind = column.type_name
+    if column.is_array:
+        if shipped != _shipped_array(kind, forms):
+            return None
+        known = kind in _ARRAY_INTEGERS or kind in ("bytea", "uuid")
+        element = _element_encoder(column, ConnectorSettings("base64")) if known else str
+        return lambda values: [None if v is None else element(v) for v in values]
+    if not isinstance(shipped, str):
+        return _hstore_encoder("map") if kind == "hstore" and shipped == forms.hstore_map else None
+    if kind == "bytea":
+        # in this order: P's base64 and url-safe base64 are one string unless P's has + or /
+        for spelling, mode in (
+            (forms.text, "hex"),
+            (forms.base64, "base64"),
+            (forms.base64_url, "base64-url-safe"),
+        ):
+            if shipped == spelling:
+                return _bytes_encoder(mode)
+        return None
+    if kind == "hstore":
+        return _hstore_encoder("json") if shipped == forms.hstore_json else None
+    return str if shipped == forms.text else None
+
+
+def _shipped_array(element: str, forms: PlaceholderForms) -> Any:
+    if element in _ARRAY_INTEGERS:
+        return forms.byte_ints
+    if element == "bytea":
+        return [forms.base64]
+    if element == "uuid":
+        return [forms.uuid]
+    return [forms.text]
+
+
+def encode_row(
+    columns: Mapping[str, PgColumn],
+    raw: Mapping[str, Any],
+    shipped: Mapping[str, Any],
+    forms: PlaceholderForms,
+) -> dict[str, Any]:
+    """The encodable columns of a read row, for the placeholders `shipped` (column -> the
+    placeholder the event carried for it); the others are left out."""
+    out: dict[str, Any] = {}
+    for name, placeholder in shipped.items():
+        column = columns.get(name)
+        if column is None or name not in raw:
+            continue
+        value = raw[name]
+        if value is None:
+            out[name] = None
+            continue
+        encode = shipped_encoder(column, placeholder, forms)
+        if encode is not None:
+            out[name] = encode(value)
+    return out
