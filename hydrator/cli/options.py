@@ -9,17 +9,17 @@ import click
 
 from hydrator.cli.config_file import load_run_config
 from hydrator.cli.params import (
-    ENGINES,
-    FORMATS,
-    ApplicationId,
     Duration,
     KafkaProperty,
     Size,
     SizeOrOff,
     StateDir,
+    application_id_option,
+    engine_option,
     env_name,
+    format_option,
+    kafka_property_option,
 )
-from hydrator.config import DEFAULT_APPLICATION_ID
 from hydrator.core.settings import OnStale, OnUnresolved
 from hydrator.formats.options import DEFAULT_PLACEHOLDER
 from hydrator.metrics.dead_letter_ratio import DEFAULT_MAX_DLQ_RATIO
@@ -46,13 +46,7 @@ _RUN_OPTIONS: list[Callable[[Callable[..., None]], Callable[..., None]]] = [
         expose_value=False,
         help="TOML file with option values (long names, at top level or under [run]).",
     ),
-    click.option(
-        "--engine",
-        type=click.Choice(ENGINES),
-        default="embedded",
-        show_default=True,
-        envvar=env_name("engine"),
-    ),
+    engine_option(),
     click.option(
         "--bootstrap-servers",
         required=True,
@@ -86,22 +80,8 @@ _RUN_OPTIONS: list[Callable[[Callable[..., None]], Callable[..., None]]] = [
         help="Local state directory; --engine spark also takes a URI its checkpoint can use "
         "(file://, hdfs://, s3a://...).",
     ),
-    click.option(
-        "--application-id",
-        type=ApplicationId(),
-        default=DEFAULT_APPLICATION_ID,
-        show_default=True,
-        envvar=env_name("application_id"),
-        help="Consumer group and prefix of the internal topics.",
-    ),
-    click.option(
-        "--format",
-        "format_",
-        type=click.Choice(FORMATS),
-        default="auto",
-        show_default=True,
-        envvar=env_name("format"),
-    ),
+    application_id_option("Consumer group and prefix of the internal topics."),
+    format_option(),
     click.option(
         "--available-now",
         is_flag=True,
@@ -117,16 +97,9 @@ _RUN_OPTIONS: list[Callable[[Callable[..., None]], Callable[..., None]]] = [
         help="--available-now: exit 65 when more than this share of the records read went to "
         "the dead-letter topic (0: never).",
     ),
-    click.option(
-        "-X",
-        "--kafka-property",
-        "kafka_properties",
-        type=KafkaProperty(),
-        multiple=True,
-        metavar="NAME=VALUE",
-        envvar=env_name("kafka_property"),
-        help="librdkafka property for every client (consumer./producer./admin. prefix for one "
-        "kind). Give secrets through HYDRATOR_KAFKA_PROPERTY or --config, not on the command line.",
+    kafka_property_option(
+        "librdkafka property for every client (consumer./producer./admin. prefix for one "
+        "kind). Give secrets through HYDRATOR_KAFKA_PROPERTY or --config, not on the command line."
     ),
     click.option(
         "--placeholder",

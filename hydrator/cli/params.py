@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from hydrator.config import (
+    DEFAULT_APPLICATION_ID,
     ConfigError,
     check_application_id,
     is_uri,
@@ -94,3 +95,64 @@ class KafkaProperty(click.ParamType):
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
         return str(value)
+
+
+# -- options several commands take, declared once --------------------------------------------
+
+
+def engine_option() -> Any:
+    return click.option(
+        "--engine",
+        type=click.Choice(ENGINES),
+        default="embedded",
+        show_default=True,
+        envvar=env_name("engine"),
+    )
+
+
+def application_id_option(help: str | None = None) -> Any:
+    return click.option(
+        "--application-id",
+        type=ApplicationId(),
+        default=DEFAULT_APPLICATION_ID,
+        show_default=True,
+        envvar=env_name("application_id"),
+        help=help,
+    )
+
+
+def local_state_dir_option(help: str | None = None) -> Any:
+    """`--state-dir` of the state tools: a local directory (`run` takes a URI too)."""
+    return click.option(
+        "--state-dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=Path("hydrator-state"),
+        show_default=True,
+        envvar=env_name("state_dir"),
+        help=help,
+    )
+
+
+def format_option(help: str | None = None) -> Any:
+    return click.option(
+        "--format",
+        "format_",
+        type=click.Choice(FORMATS),
+        default="auto",
+        show_default=True,
+        envvar=env_name("format"),
+        help=help,
+    )
+
+
+def kafka_property_option(help: str) -> Any:
+    return click.option(
+        "-X",
+        "--kafka-property",
+        "kafka_properties",
+        type=KafkaProperty(),
+        multiple=True,
+        metavar="NAME=VALUE",
+        envvar=env_name("kafka_property"),
+        help=help,
+    )

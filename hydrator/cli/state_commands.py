@@ -13,9 +13,14 @@ import click
 
 from hydrator.cli.bootstrap_command import bootstrap_command
 from hydrator.cli.config_file import config_defaults
-from hydrator.cli.params import ENGINES, FORMATS, ApplicationId, env_name
+from hydrator.cli.params import (
+    application_id_option,
+    engine_option,
+    env_name,
+    format_option,
+    local_state_dir_option,
+)
 from hydrator.cli.run_command import run
-from hydrator.config import DEFAULT_APPLICATION_ID
 
 if TYPE_CHECKING:
     from hydrator.ops.state_tools import TaskStore
@@ -49,27 +54,9 @@ def _state_options(command: Callable[..., None]) -> Callable[..., None]:
                 help="The run's TOML file: its state-dir, application-id, engine and format "
                 "are used.",
             ),
-            click.option(
-                "--engine",
-                type=click.Choice(ENGINES),
-                default="embedded",
-                show_default=True,
-                envvar=env_name("engine"),
-            ),
-            click.option(
-                "--state-dir",
-                type=click.Path(file_okay=False, path_type=Path),
-                default=Path("hydrator-state"),
-                show_default=True,
-                envvar=env_name("state_dir"),
-            ),
-            click.option(
-                "--application-id",
-                type=ApplicationId(),
-                default=DEFAULT_APPLICATION_ID,
-                show_default=True,
-                envvar=env_name("application_id"),
-            ),
+            engine_option(),
+            local_state_dir_option(),
+            application_id_option(),
         ]
     ):
         command = option(command)
@@ -121,15 +108,7 @@ def _state_tool(work: Callable[[], int]) -> None:
     "--input-topic", help="The key's input topic (default: every input topic the stores hold)."
 )
 @click.option("--key", "key_json", required=True, help="The primary key as JSON: '{\"id\": 1}'.")
-@click.option(
-    "--format",
-    "format_",
-    type=click.Choice(FORMATS),
-    default="auto",
-    show_default=True,
-    envvar=env_name("format"),
-    help="The run's --format: its codec names the key the state is stored under.",
-)
+@format_option("The run's --format: its codec names the key the state is stored under.")
 @click.option(
     "--full-values",
     is_flag=True,
