@@ -2,7 +2,8 @@
 
 Values come from (highest first) the command line, `HYDRATOR_<NAME>` environment variables, a
 TOML config file, then the defaults here. The file uses the long option names, with dashes or
-underscores, at top level or under a `[run]` table:
+underscores, at top level or under a `[run]` table (or both: one set, a key in both is an error);
+a single string stands for a list of one:
 
     bootstrap-servers = "kafka:9092"
     input-topic = ["db.public.orders"]
@@ -24,6 +25,7 @@ from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
 from hydrator.core.settings import HydrationSettings, OnStale, OnUnresolved
+from hydrator.errors import ConfigurationError
 from hydrator.formats.options import FormatOptions
 from hydrator.kafka.client_config import ClientConfigError, parse_properties
 from hydrator.postgres.settings import DEFAULT_STATEMENT_TIMEOUT_MS, ReselectSettings
@@ -54,7 +56,7 @@ _APPLICATION_ID = re.compile(r"[A-Za-z0-9._-]+")
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:/")
 
 
-class ConfigError(ValueError):
+class ConfigError(ConfigurationError, ValueError):
     """A bad configuration value; the message names the option, or `options` do (the CLI shows
     them as click shows a bad option: `Invalid value for '--state-dir': ...`)."""
 
@@ -63,7 +65,7 @@ class ConfigError(ValueError):
         self.options = options
 
 
-class StateDirUnusable(RuntimeError):
+class StateDirUnusable(ConfigurationError, RuntimeError):
     """The state directory cannot be created or written (a configuration problem)."""
 
 
@@ -205,21 +207,25 @@ def format_size_bytes(size: int) -> str:
 
 
 def load_config_file(path: Path, section: str = "run") -> dict[str, Any]:
-    """Option values from a TOML file, keyed by click parameter name (underscores)."""
+    """Option values from a TOML file, keyed by click parameter name (underscores). Keys at top
+    level and under `[run]` are one set: a key given in both places is an error."""
     try:
         data = tomllib.loads(Path(path).read_text())
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
-    table = data.get(section, data)
+    table = data.pop(section, {})
     if not isinstance(table, dict):
         raise ConfigError(f"config file {path}: [{section}] is not a table")
-    return {
-        name.replace("-", "_"): value
-        for name, value in table.items()
-        if not (name == section and isinstance(value, dict))
-    }
+    outside = {name.replace("-", "_"): value for name, value in data.items()}
+    inside = {name.replace("-", "_"): value for name, value in table.items()}
+    if twice := sorted(outside.keys() & inside.keys()):
+        names = ", ".join(name.replace("_", "-") for name in twice)
+        raise ConfigError(
+            f"config file {path}: {names} set both at top level and under [{section}]; keep one"
+        )
+    return {**outside, **inside}
 
 
 def split_values(values: Iterable[str] | str | None) -> tuple[str, ...]:

@@ -15,20 +15,22 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
+from hydrator.errors import RecordError, TemporaryFailure
+
 Headers = tuple[tuple[str, bytes | None], ...]
 Position = tuple[int, ...]
 Image = Mapping[str, Any]
 
 
-class BadInput(ValueError):
+class BadInput(RecordError, ValueError):
     """The record cannot be understood; its message is the dead-letter reason."""
 
 
-class InvalidKey(ValueError):
+class InvalidKey(RecordError, ValueError):
     """The key bytes are not a decodable key."""
 
 
-class Unavailable(RuntimeError):
+class Unavailable(TemporaryFailure, RuntimeError):
     """A service a codec needs to read records (a schema registry) did not answer after its
     retries. Not the record's fault: never a dead letter; the engine stops with the exit a
     supervisor restarts it on, and the record is read again after the restart."""

@@ -26,6 +26,8 @@ from typing import Any
 import msgpack
 import orjson
 
+from hydrator.errors import RecordError
+
 # A float this large (either sign) may be an integer literal orjson could not hold; a real
 # double that large is read again too, which costs time but changes nothing.
 _WIDE = 2.0**63
@@ -38,7 +40,7 @@ _ENVELOPE = b'{"schema":'
 _ENVELOPE_SCHEMAS = 8
 
 
-class ExactJSONError(ValueError):
+class ExactJSONError(RecordError, ValueError):
     """A document that cannot be read or written without changing it."""
 
 

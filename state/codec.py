@@ -23,6 +23,7 @@ from decimal import Decimal
 import msgpack
 
 from hydrator import exact
+from hydrator.errors import HydratorError
 from hydrator.events import RawRecord
 from state.handoff import Handoff
 from state.large import (
@@ -44,7 +45,7 @@ LARGE_VALUE = 2
 DECIMAL_V3 = 3
 
 
-class StateFormatError(ValueError):
+class StateFormatError(HydratorError, ValueError):
     """The bytes are not a state record this release can read."""
 
 

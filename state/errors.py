@@ -7,16 +7,10 @@ rebuilds it from the changelog.
 
 from __future__ import annotations
 
-from pathlib import Path
+# The kind (exit 75 should one reach the top); defined with the other kinds of error.
+from hydrator.errors import StorageError
 
-
-class StorageError(Exception):
-    """The local store failed under a read or a write. `path` names the store (None when the
-    failing store is not known), so the engine can move that one aside."""
-
-    def __init__(self, message: str, path: Path | None = None) -> None:
-        super().__init__(message)
-        self.path = path
+__all__ = ["StorageError", "StoreCorrupted", "StoreInconsistent"]
 
 
 class StoreCorrupted(StorageError):

@@ -29,6 +29,7 @@ import lz4.block
 import zstandard
 
 from hydrator import exact
+from hydrator.errors import HydratorError
 from state import layout
 from state.layout import DIGEST_BYTES
 
@@ -51,7 +52,7 @@ _LZ4_MAX_RATIO = 256
 STORE_PREFIX = layout.LARGE_VALUE_PREFIX
 
 
-class LargeValueError(ValueError):
+class LargeValueError(HydratorError, ValueError):
     """A large value that cannot be read: missing from the store, or its bytes are damaged."""
 
 

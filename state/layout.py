@@ -12,6 +12,8 @@ a meta record or a large value, and sorts before every state.
 
 from __future__ import annotations
 
+from hydrator.errors import HydratorError
+
 META_PREFIX = b"\x00"
 CHANGELOG_OFFSET_KEY = META_PREFIX + b"changelog-offset"
 CLOCK_KEY = META_PREFIX + b"processing-clock"
@@ -22,7 +24,7 @@ _SEPARATOR = b"\x00"
 FIRST_STATE_KEY = META_PREFIX + b"\xff"
 
 
-class KeyLayoutError(ValueError):
+class KeyLayoutError(HydratorError, ValueError):
     """The bytes are not a key of the layout they were read as."""
 
 

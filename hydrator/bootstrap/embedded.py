@@ -17,6 +17,7 @@ from confluent_kafka.admin import AdminClient
 from hydrator.bootstrap import images
 from hydrator.bootstrap.topics import read_to_end
 from hydrator.bootstrap.writer import AcknowledgedWriter
+from hydrator.errors import ConfigurationError
 from hydrator.kafka.admin import ensure_topics, partition_counts
 from hydrator.kafka.client_config import ClientSettings
 from hydrator.kafka.partitioner import partition_for_key
@@ -28,7 +29,7 @@ from state.record import StateRecord, state_key
 log = logging.getLogger(__name__)
 
 
-class BootstrapRefused(ValueError):
+class BootstrapRefused(ConfigurationError, ValueError):
     """The bootstrap cannot go ahead as asked (a usage problem: exit 2)."""
 
 

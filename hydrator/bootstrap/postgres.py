@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hydrator.core.visibility import SourceSnapshot
+from hydrator.errors import ConfigurationError
 from hydrator.postgres.debezium_values import (
     ConnectorSettings,
     PgColumn,
@@ -45,7 +46,7 @@ SELECT a.attname
 """
 
 
-class TableError(ValueError):
+class TableError(ConfigurationError, ValueError):
     """The table cannot be bootstrapped (absent, no primary key, a type not supported)."""
 
 

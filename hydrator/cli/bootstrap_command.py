@@ -13,15 +13,9 @@ from pathlib import Path
 import click
 
 from hydrator.cli.config_file import config_defaults
-from hydrator.cli.params import (
-    application_id_option,
-    engine_option,
-    env_name,
-    format_option,
-    kafka_property_option,
-    local_state_dir_option,
-)
+from hydrator.cli.params import ENGINES, FORMATS, ApplicationId, KafkaProperty, env_name
 from hydrator.cli.run_command import run
+from hydrator.config import DEFAULT_APPLICATION_ID
 from hydrator.formats import codec_for
 
 # What the command takes from a `--config` file written for `run`; its other keys are ignored.
@@ -55,12 +49,29 @@ def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) 
 @click.option(
     "--input-topic", required=True, help="The run's input topic whose keys the state is for."
 )
-@application_id_option()
-@local_state_dir_option(
-    "The run's state directory (the embedded engine's local stores catch up from the "
-    "changelog at the run's next start)."
+@click.option(
+    "--application-id",
+    type=ApplicationId(),
+    default=DEFAULT_APPLICATION_ID,
+    show_default=True,
+    envvar=env_name("application_id"),
 )
-@engine_option()
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("hydrator-state"),
+    show_default=True,
+    envvar=env_name("state_dir"),
+    help="The run's state directory (the embedded engine's local stores catch up from the "
+    "changelog at the run's next start).",
+)
+@click.option(
+    "--engine",
+    type=click.Choice(ENGINES),
+    default="embedded",
+    show_default=True,
+    envvar=env_name("engine"),
+)
 @click.option(
     "--from-postgres",
     "dsn",
@@ -76,8 +87,25 @@ def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) 
     "binary/decimal/hstore handling, time precision, key.converter.schemas.enable.",
 )
 @click.option("--from-topic", help="A topic of full rows (an earlier enriched topic, ...).")
-@format_option("The format of --from-topic's records.")
-@kafka_property_option("librdkafka property for every client, as `run` takes it.")
+@click.option(
+    "--format",
+    "format_",
+    type=click.Choice(FORMATS),
+    default="auto",
+    show_default=True,
+    envvar=env_name("format"),
+    help="The format of --from-topic's records.",
+)
+@click.option(
+    "-X",
+    "--kafka-property",
+    "kafka_properties",
+    type=KafkaProperty(),
+    multiple=True,
+    metavar="NAME=VALUE",
+    envvar=env_name("kafka_property"),
+    help="librdkafka property for every client, as `run` takes it.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
 def bootstrap_command(
     bootstrap_servers: str,

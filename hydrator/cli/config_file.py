@@ -7,9 +7,10 @@ from typing import Any
 
 import click
 
+from hydrator.cli.environment import did_you_mean
 from hydrator.config import ConfigError, load_config_file
 from hydrator.kafka.client_config import split_env_properties
-from hydrator.ops.config_show import CONFIG_FILE_META
+from hydrator.ops.config_show import CONFIG_FILE_META, long_name, shown_path
 
 
 def load_run_config(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -33,19 +34,27 @@ def config_defaults(
     # Keys are long option names (input-topic), which is not always the parameter's name
     # (input_topics).
     by_option = {
-        opt.lstrip("-").replace("-", "_"): p.name
+        opt.lstrip("-").replace("-", "_"): p
         for p in params
         if isinstance(p, click.Option) and p.name != "config"
         for opt in p.opts
         if opt.startswith("--")
     }
-    defaults = {}
+    if unknown := [name for name in values if name not in by_option]:
+        options = {long_name(p) for p in by_option.values()}
+        names = ", ".join(
+            repr(name) + did_you_mean(name.replace("_", "-"), options) for name in unknown
+        )
+        noun = "option" if len(unknown) == 1 else "options"
+        raise click.BadParameter(f"unknown {noun} {names} in {shown_path(path)}", ctx, param)
+    defaults: dict[str, Any] = {}
     for name, setting in values.items():
-        if name not in by_option:
-            raise click.BadParameter(f"unknown option {name!r} in {path}", ctx, param)
-        if by_option[name] in _PROPERTY_LISTS and isinstance(setting, str):
+        option = by_option[name]
+        if option.name in _PROPERTY_LISTS and isinstance(setting, str):
             setting = split_env_properties(setting)  # one string: a property per line
-        defaults[by_option[name]] = setting
+        elif option.multiple and isinstance(setting, str):
+            setting = [setting]  # `input-topic = "orders"`: a list of one
+        defaults[str(option.name)] = setting
     return defaults
 
 

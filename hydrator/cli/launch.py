@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, NoReturn
 
 import click
 
-from hydrator.config import ConfigError, RunConfig, SparkOptions, StateDirUnusable
+from hydrator.config import RunConfig, SparkOptions
 from hydrator.core.settings import UnresolvedColumnsError
-from hydrator.kafka.client_config import ClientConfigError
+from hydrator.errors import ConfigurationError, StorageError, TemporaryFailure, exit_code_for
 from hydrator.ops import logs
-from hydrator.ops.secrets import redact, secret_values
+from hydrator.secrets import redact, secret_values
 
 if TYPE_CHECKING:
     from hydrator.engines.embedded.workers import Worker
@@ -40,14 +40,9 @@ def run_embedded(config: RunConfig) -> int:
     one supervises."""
     if config.workers == 1:
         return _run_engine(config)
-    from hydrator.engines.embedded.state_dir import StateDirLocked
     from hydrator.engines.embedded.workers import Supervisor
 
-    return _guarded(
-        Supervisor(config, run_worker).run,
-        run_secrets(config),
-        (ConfigError, StateDirLocked, StateDirUnusable),
-    )
+    return _guarded(Supervisor(config, run_worker).run, run_secrets(config))
 
 
 def run_worker(config: RunConfig, worker: Worker) -> int:
@@ -64,23 +59,14 @@ def run_worker(config: RunConfig, worker: Worker) -> int:
 
 def _run_engine(config: RunConfig, worker: Worker | None = None) -> int:
     """The embedded engine in this process: the whole run, or one worker of it."""
-    from hydrator.engines.embedded.engine import CONFIG_ERRORS, EmbeddedEngine
-    from hydrator.engines.embedded.watchdog import EXIT_TEMPORARY
-    from hydrator.events import Unavailable
-    from hydrator.kafka.reachability import BrokerUnavailable
+    from hydrator.engines.embedded.engine import EmbeddedEngine
 
     engine = EmbeddedEngine(config, worker=worker)
     if worker is not None and config.metrics_port is not None:
         run = _serving_worker_metrics(worker, engine.metrics.run, engine.metrics, engine.run)
     else:
         run = _serving_metrics(config, engine.metrics.run, engine.metrics, engine.run)
-    code = _guarded(
-        run,
-        run_secrets(config),
-        CONFIG_ERRORS,
-        (BrokerUnavailable, Unavailable),  # the broker, the schema registry
-        EXIT_TEMPORARY,
-    )
+    code = _guarded(run, run_secrets(config))
     if engine.in_group:
         _exit_in_group(code)
     return code
@@ -130,38 +116,29 @@ def _serving_worker_metrics(
     return serve_and_run
 
 
-def _guarded(
-    run: Callable[[], int | None],
-    secrets: set[str],
-    config_errors: tuple[type[Exception], ...],
-    temporary_errors: tuple[type[Exception], ...] = (),
-    temporary_exit: int = 1,
-) -> int:
-    """Run an engine; the exit code for how it ended (or the one `run` returns)."""
+def _guarded(run: Callable[[], int | None], secrets: set[str]) -> int:
+    """Run an engine; the exit code for how it ended (or the one `run` returns), by the kind of
+    error that ended it (hydrator/errors.py)."""
     try:
         code = run()
-    except config_errors as exc:
-        click.echo(redact(f"Error: {exc}", secrets), err=True)
-        return 2
-    except temporary_errors as exc:
-        # Not a crash: the broker is missing; a supervisor should try again later.
-        click.echo(redact(f"Error: {exc}", secrets), err=True)
-        return temporary_exit
-    except KeyboardInterrupt:
-        return 130
-    except UnresolvedColumnsError as exc:
+    except KeyboardInterrupt as exc:
+        return exit_code_for(exc)
+    except UnresolvedColumnsError as exc:  # --on-unresolved fail
         log.error("stopping without committing the batch: %s", exc)
-        return 1
+        return exit_code_for(exc)
+    except (ConfigurationError, TemporaryFailure, StorageError) as exc:
+        # Not a crash: one line says what to change, or that a supervisor should try again.
+        click.echo(redact(f"Error: {exc}", secrets), err=True)
+        return exit_code_for(exc)
     except Exception as exc:
         log.exception("fatal: %s", exc)
-        return 1
+        return exit_code_for(exc)
     return code or 0
 
 
 def run_spark(config: RunConfig, spark: SparkOptions) -> int:
     # Imported here: the embedded engine and the demo must not pay for (or need) pyspark.
     from hydrator.engines.spark.engine import SparkEngine
-    from hydrator.topology.layout import TopologyError
 
     engine = SparkEngine(
         config,
@@ -169,8 +146,5 @@ def run_spark(config: RunConfig, spark: SparkOptions) -> int:
         spark_conf=spark.conf,
         max_offsets_per_trigger=spark.max_offsets_per_trigger,
     )
-    return _guarded(
-        _serving_metrics(config, engine.metrics.run, engine.metrics, engine.run),
-        run_secrets(config, spark),
-        (ConfigError, ClientConfigError, TopologyError, StateDirUnusable),
-    )
+    run = _serving_metrics(config, engine.metrics.run, engine.metrics, engine.run)
+    return _guarded(run, run_secrets(config, spark))

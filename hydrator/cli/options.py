@@ -9,17 +9,18 @@ import click
 
 from hydrator.cli.config_file import load_run_config
 from hydrator.cli.params import (
+    ENGINES,
+    FORMATS,
+    ApplicationId,
     Duration,
     KafkaProperty,
     Size,
     SizeOrOff,
     StateDir,
-    application_id_option,
-    engine_option,
     env_name,
-    format_option,
-    kafka_property_option,
+    option,
 )
+from hydrator.config import DEFAULT_APPLICATION_ID
 from hydrator.core.settings import OnStale, OnUnresolved
 from hydrator.formats.options import DEFAULT_PLACEHOLDER
 from hydrator.metrics.dead_letter_ratio import DEFAULT_MAX_DLQ_RATIO
@@ -31,13 +32,13 @@ Command = TypeVar("Command", bound=Callable[..., None])
 
 def run_options(command: Command) -> Command:
     """Every option of `run`, in the order its --help lists them."""
-    for option in reversed(_RUN_OPTIONS):
-        command = option(command)
+    for add_option in reversed(_RUN_OPTIONS):
+        command = add_option(command)
     return command
 
 
 _RUN_OPTIONS: list[Callable[[Callable[..., None]], Callable[..., None]]] = [
-    click.option(
+    option(
         "--config",
         type=click.Path(dir_okay=False),
         envvar=env_name("config"),
@@ -46,14 +47,20 @@ _RUN_OPTIONS: list[Callable[[Callable[..., None]], Callable[..., None]]] = [
         expose_value=False,
         help="TOML file with option values (long names, at top level or under [run]).",
     ),
-    engine_option(),
-    click.option(
+    option(
+        "--engine",
+        type=click.Choice(ENGINES),
+        default="embedded",
+        show_default=True,
+        envvar=env_name("engine"),
+    ),
+    option(
         "--bootstrap-servers",
         required=True,
         envvar=env_name("bootstrap_servers"),
         metavar="HOST:PORT[,...]",
     ),
-    click.option(
+    option(
         "--input-topic",
         "input_topics",
         multiple=True,
@@ -61,17 +68,17 @@ _RUN_OPTIONS: list[Callable[[Callable[..., None]], Callable[..., None]]] = [
         envvar=env_name("input_topic"),
         help="Raw CDC topic; repeat for several.",
     ),
-    click.option(
+    option(
         "--output-topic",
         envvar=env_name("output_topic"),
         help="Enriched topic (all inputs write to it).",
     ),
-    click.option(
+    option(
         "--output-suffix",
         envvar=env_name("output_suffix"),
         help="Enriched topic per input: <input><suffix>.",
     ),
-    click.option(
+    option(
         "--state-dir",
         type=StateDir(),
         default="hydrator-state",
@@ -80,15 +87,29 @@ _RUN_OPTIONS: list[Callable[[Callable[..., None]], Callable[..., None]]] = [
         help="Local state directory; --engine spark also takes a URI its checkpoint can use "
         "(file://, hdfs://, s3a://...).",
     ),
-    application_id_option("Consumer group and prefix of the internal topics."),
-    format_option(),
-    click.option(
+    option(
+        "--application-id",
+        type=ApplicationId(),
+        default=DEFAULT_APPLICATION_ID,
+        show_default=True,
+        envvar=env_name("application_id"),
+        help="Consumer group and prefix of the internal topics.",
+    ),
+    option(
+        "--format",
+        "format_",
+        type=click.Choice(FORMATS),
+        default="auto",
+        show_default=True,
+        envvar=env_name("format"),
+    ),
+    option(
         "--available-now",
         is_flag=True,
         envvar=env_name("available_now"),
         help="Process everything available (incl. internal topics), then exit 0.",
     ),
-    click.option(
+    option(
         "--max-dlq-ratio",
         type=click.FloatRange(0, 1),
         default=DEFAULT_MAX_DLQ_RATIO,
@@ -97,25 +118,32 @@ _RUN_OPTIONS: list[Callable[[Callable[..., None]], Callable[..., None]]] = [
         help="--available-now: exit 65 when more than this share of the records read went to "
         "the dead-letter topic (0: never).",
     ),
-    kafka_property_option(
-        "librdkafka property for every client (consumer./producer./admin. prefix for one "
-        "kind). Give secrets through HYDRATOR_KAFKA_PROPERTY or --config, not on the command line."
+    option(
+        "-X",
+        "--kafka-property",
+        "kafka_properties",
+        type=KafkaProperty(),
+        multiple=True,
+        metavar="NAME=VALUE",
+        envvar=env_name("kafka_property"),
+        help="librdkafka property for every client (consumer./producer./admin. prefix for one "
+        "kind). Give secrets through HYDRATOR_KAFKA_PROPERTY or --config, not on the command line.",
     ),
-    click.option(
+    option(
         "--placeholder",
         default=DEFAULT_PLACEHOLDER,
         show_default=True,
         envvar=env_name("placeholder"),
         help="Debezium's unavailable-value placeholder (hex:... for bytes).",
     ),
-    click.option(
+    option(
         "--fill-absent",
         is_flag=True,
         envvar=env_name("fill_absent"),
         help="Patch streams (--format debezium): a stored column absent from an event was not "
         "shipped; fill it (in after of c/r/u, before of u/d).",
     ),
-    click.option(
+    option(
         "--schema-registry-url",
         envvar=env_name("schema_registry_url"),
         metavar="URL",
@@ -123,7 +151,7 @@ _RUN_OPTIONS: list[Callable[[Callable[..., None]], Callable[..., None]]] = [
         "decoded with their writer schema, and written back with the same schema id "
         "(--format auto, debezium, debezium-flat).",
     ),
-    click.option(
+    option(
         "--schema-registry-property",
         "schema_registry_properties",
         type=KafkaProperty(),
@@ -133,7 +161,7 @@ _RUN_OPTIONS: list[Callable[[Callable[..., None]], Callable[..., None]]] = [
         help="Schema registry client setting (basic.auth.user.info, ssl.ca.location, ...). Give "
         "secrets through HYDRATOR_SCHEMA_REGISTRY_PROPERTY or --config.",
     ),
-    click.option(
+    option(
         "--schema-registry-timeout",
         type=Duration(),
         default="60s",
@@ -142,34 +170,34 @@ _RUN_OPTIONS: list[Callable[[Callable[..., None]], Callable[..., None]]] = [
         help="How long a schema registry that does not answer is retried before the run stops "
         "(embedded: exit 75, for a supervisor to start it again).",
     ),
-    click.option(
+    option(
         "--fill-before/--no-fill-before",
         default=True,
         show_default=True,
         envvar=env_name("fill_before"),
     ),
-    click.option(
+    option(
         "--on-stale",
         type=click.Choice([e.value for e in OnStale]),
         default="drop",
         show_default=True,
         envvar=env_name("on_stale"),
     ),
-    click.option(
+    option(
         "--on-unresolved",
         type=click.Choice([e.value for e in OnUnresolved]),
         default="keep",
         show_default=True,
         envvar=env_name("on_unresolved"),
     ),
-    click.option(
+    option(
         "--changed-header/--no-changed-header",
         default=True,
         show_default=True,
         envvar=env_name("changed_header"),
         help="Header hydrator.changed: the columns that differ from the previous full row.",
     ),
-    click.option(
+    option(
         "--reselect",
         metavar="DSN",
         default=None,
@@ -178,7 +206,7 @@ _RUN_OPTIONS: list[Callable[[Callable[..., None]], Callable[..., None]]] = [
         "the source table by primary key (default: off). A libpq URI or key=value string; give "
         "its password through HYDRATOR_RESELECT, --config or PGPASSWORD, not on the command line.",
     ),
-    click.option(
+    option(
         "--reselect-max-qps",
         type=click.FloatRange(min=0, min_open=True),
         default=None,
@@ -186,7 +214,7 @@ _RUN_OPTIONS: list[Callable[[Callable[..., None]], Callable[..., None]]] = [
         help="At most this many --reselect queries a second (default: no cap); a batch over it "
         "leaves its columns to --on-unresolved.",
     ),
-    click.option(
+    option(
         "--reselect-timeout",
         type=Duration(),
         default="2s",
@@ -195,28 +223,28 @@ _RUN_OPTIONS: list[Callable[[Callable[..., None]], Callable[..., None]]] = [
         help="Statement timeout of a --reselect query; past it the columns fall back to "
         "--on-unresolved and the stream goes on.",
     ),
-    click.option(
+    option(
         "--tombstone-retention",
         type=Duration(),
         default="24h",
         show_default=True,
         envvar=env_name("tombstone_retention"),
     ),
-    click.option(
+    option(
         "--handoff-timeout",
         type=Duration(),
         default="60s",
         show_default=True,
         envvar=env_name("handoff_timeout"),
     ),
-    click.option(
+    option(
         "--state-ttl",
         type=Duration(),
         default=None,
         envvar=env_name("state_ttl"),
         help="Forget keys untouched this long (default: never).",
     ),
-    click.option(
+    option(
         "--max-record-bytes",
         type=Size(),
         default="16MB",
@@ -225,7 +253,7 @@ _RUN_OPTIONS: list[Callable[[Callable[..., None]], Callable[..., None]]] = [
         help="Larger input keys or values go to the DLQ; the topics the engine creates take "
         "records of 2x (outputs, handoffs, DLQ) and 3x (state changelog) this, plus 1 MiB.",
     ),
-    click.option(
+    option(
         "--max-parked-records",
         type=click.IntRange(min=1),
         default=1000,
@@ -233,7 +261,7 @@ _RUN_OPTIONS: list[Callable[[Callable[..., None]], Callable[..., None]]] = [
         envvar=env_name("max_parked_records"),
         help="Records one key may hold while its key change waits; more go to the DLQ.",
     ),
-    click.option(
+    option(
         "--max-parked-bytes",
         type=Size(),
         default="8MB",
@@ -241,7 +269,7 @@ _RUN_OPTIONS: list[Callable[[Callable[..., None]], Callable[..., None]]] = [
         envvar=env_name("max_parked_bytes"),
         help="Bytes one key's waiting records may take; more go to the DLQ.",
     ),
-    click.option(
+    option(
         "--state-cache-bytes",
         type=Size(),
         default="256MB",
@@ -249,7 +277,7 @@ _RUN_OPTIONS: list[Callable[[Callable[..., None]], Callable[..., None]]] = [
         envvar=env_name("state_cache_bytes"),
         help="Embedded: memory for decoded states kept between records, shared by all tasks.",
     ),
-    click.option(
+    option(
         "--large-value-threshold",
         type=SizeOrOff(),
         default="2KB",
@@ -258,7 +286,7 @@ _RUN_OPTIONS: list[Callable[[Callable[..., None]], Callable[..., None]]] = [
         help="Column values larger than this are stored compressed, and (embedded) under their "
         "own key, written only when they change; 0 or off keeps every value in the row.",
     ),
-    click.option(
+    option(
         "--large-value-compression",
         type=click.Choice(COMPRESSIONS),
         default=DEFAULT_COMPRESSION,
@@ -267,7 +295,7 @@ _RUN_OPTIONS: list[Callable[[Callable[..., None]], Callable[..., None]]] = [
         help="How those values are compressed: zstd writes about half lz4's bytes to state and "
         "changelog, lz4 costs a third of zstd's CPU. Either reads state written with the other.",
     ),
-    click.option(
+    option(
         "--workers",
         type=click.IntRange(min=1),
         default=None,
@@ -275,7 +303,7 @@ _RUN_OPTIONS: list[Callable[[Callable[..., None]], Callable[..., None]]] = [
         help="Embedded: worker processes sharing the consumer group, each with its own tasks "
         "(default: one per CPU); 1 runs the engine in this process.",
     ),
-    click.option(
+    option(
         "--commit-interval",
         type=Duration(),
         default="100ms",
@@ -283,7 +311,7 @@ _RUN_OPTIONS: list[Callable[[Callable[..., None]], Callable[..., None]]] = [
         envvar=env_name("commit_interval"),
         help="How often a transaction commits.",
     ),
-    click.option(
+    option(
         "--backlog-commit-interval",
         type=Duration(),
         default="5s",
@@ -292,14 +320,14 @@ _RUN_OPTIONS: list[Callable[[Callable[..., None]], Callable[..., None]]] = [
         help="Embedded: how long a transaction may stay open while 5,000 or more input records "
         "wait (a backlog); no more than --commit-interval commits at that pace always.",
     ),
-    click.option(
+    option(
         "--progress-interval",
         type=Duration(),
         default="10s",
         show_default=True,
         envvar=env_name("progress_interval"),
     ),
-    click.option(
+    option(
         "--startup-timeout",
         type=Duration(),
         default="5m",
@@ -308,14 +336,14 @@ _RUN_OPTIONS: list[Callable[[Callable[..., None]], Callable[..., None]]] = [
         help="Embedded: how long to wait for a broker at start-up and after an outage before "
         "exiting 75.",
     ),
-    click.option(
+    option(
         "--master",
         default="local[*]",
         show_default=True,
         envvar=env_name("master"),
         help="Spark master URL (--engine spark).",
     ),
-    click.option(
+    option(
         "--spark-conf",
         "spark_conf",
         multiple=True,
@@ -323,35 +351,35 @@ _RUN_OPTIONS: list[Callable[[Callable[..., None]], Callable[..., None]]] = [
         envvar=env_name("spark_conf"),
         help="Spark configuration property (--engine spark); repeat for several.",
     ),
-    click.option(
+    option(
         "--max-offsets-per-trigger",
         type=click.IntRange(min=1),
         default=None,
         envvar=env_name("max_offsets_per_trigger"),
         help="Cap on input records per micro-batch (--engine spark).",
     ),
-    click.option(
+    option(
         "--metrics-port",
         type=click.IntRange(0, 65535),
         default=None,
         envvar=env_name("metrics_port"),
         help="Serve Prometheus /metrics, /healthz and /readyz on this port (default: off).",
     ),
-    click.option(
+    option(
         "--metrics-host",
         default="",
         envvar=env_name("metrics_host"),
         help="The address --metrics-port listens on (default: every interface; 127.0.0.1 "
         "keeps it on this machine).",
     ),
-    click.option(
+    option(
         "--log-level",
         type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
         default="INFO",
         show_default=True,
         envvar=env_name("log_level"),
     ),
-    click.option(
+    option(
         "--log-format",
         type=click.Choice(LOG_FORMATS),
         default="text",

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from hydrator.config import (
-    DEFAULT_APPLICATION_ID,
     ConfigError,
     check_application_id,
     is_uri,
@@ -17,6 +18,7 @@ from hydrator.config import (
 )
 from hydrator.formats import FORMAT_NAMES
 from hydrator.kafka.client_config import split_env_properties
+from hydrator.ops.config_show import source_of
 
 ENGINES = ("spark", "embedded")
 FORMATS = FORMAT_NAMES  # grows as codecs are added to hydrator/formats
@@ -25,6 +27,24 @@ FORMATS = FORMAT_NAMES  # grows as codecs are added to hydrator/formats
 def env_name(name: str) -> str:
     """The environment variable an option reads: `state_dir` -> `HYDRATOR_STATE_DIR`."""
     return f"HYDRATOR_{name.upper().replace('-', '_')}"
+
+
+class SourcedOption(click.Option):
+    """An option whose errors say where a bad value came from when it was not the command line:
+    `Invalid value for '--workers' (env HYDRATOR_WORKERS): ...`, `(file run.toml)`."""
+
+    def get_error_hint(self, ctx: click.Context | None) -> str:
+        hint = super().get_error_hint(ctx)
+        if ctx is None or self.name is None:
+            return hint
+        source = ctx.get_parameter_source(self.name)
+        if source in (ParameterSource.ENVIRONMENT, ParameterSource.DEFAULT_MAP):
+            return f"{hint} ({source_of(ctx, self)})"
+        return hint
+
+
+# `click.option`, for an option that names the source of a bad value.
+option = functools.partial(click.option, cls=SourcedOption)
 
 
 class Duration(click.ParamType):
@@ -95,64 +115,3 @@ class KafkaProperty(click.ParamType):
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
         return str(value)
-
-
-# -- options several commands take, declared once --------------------------------------------
-
-
-def engine_option() -> Any:
-    return click.option(
-        "--engine",
-        type=click.Choice(ENGINES),
-        default="embedded",
-        show_default=True,
-        envvar=env_name("engine"),
-    )
-
-
-def application_id_option(help: str | None = None) -> Any:
-    return click.option(
-        "--application-id",
-        type=ApplicationId(),
-        default=DEFAULT_APPLICATION_ID,
-        show_default=True,
-        envvar=env_name("application_id"),
-        help=help,
-    )
-
-
-def local_state_dir_option(help: str | None = None) -> Any:
-    """`--state-dir` of the state tools: a local directory (`run` takes a URI too)."""
-    return click.option(
-        "--state-dir",
-        type=click.Path(file_okay=False, path_type=Path),
-        default=Path("hydrator-state"),
-        show_default=True,
-        envvar=env_name("state_dir"),
-        help=help,
-    )
-
-
-def format_option(help: str | None = None) -> Any:
-    return click.option(
-        "--format",
-        "format_",
-        type=click.Choice(FORMATS),
-        default="auto",
-        show_default=True,
-        envvar=env_name("format"),
-        help=help,
-    )
-
-
-def kafka_property_option(help: str) -> Any:
-    return click.option(
-        "-X",
-        "--kafka-property",
-        "kafka_properties",
-        type=KafkaProperty(),
-        multiple=True,
-        metavar="NAME=VALUE",
-        envvar=env_name("kafka_property"),
-        help=help,
-    )

@@ -48,8 +48,13 @@ def spark_options_from(options: dict[str, Any]) -> SparkOptions:
 
 
 def usage_error(exc: ConfigError) -> click.UsageError:
-    """As click reports a bad option: `Invalid value for '-X' / '--kafka-property': ...`."""
-    if exc.options:
-        hint = " / ".join(f"'{option}'" for option in exc.options)
-        return click.BadParameter(str(exc), param_hint=hint)
-    return click.UsageError(str(exc))
+    """As click reports a bad option: `Invalid value for '-X' / '--kafka-property': ...`, with
+    where the value came from when not the command line (params.SourcedOption)."""
+    if not exc.options:
+        return click.UsageError(str(exc))
+    ctx = click.get_current_context(silent=True)
+    named = exc.options[-1]
+    for param in ctx.command.params if ctx else ():
+        if named in param.opts:
+            return click.BadParameter(str(exc), ctx, param)
+    return click.BadParameter(str(exc), param_hint=" / ".join(f"'{o}'" for o in exc.options))

@@ -13,14 +13,10 @@ import click
 
 from hydrator.cli.bootstrap_command import bootstrap_command
 from hydrator.cli.config_file import config_defaults
-from hydrator.cli.params import (
-    application_id_option,
-    engine_option,
-    env_name,
-    format_option,
-    local_state_dir_option,
-)
+from hydrator.cli.params import ENGINES, FORMATS, ApplicationId, env_name, option
 from hydrator.cli.run_command import run
+from hydrator.config import DEFAULT_APPLICATION_ID
+from hydrator.errors import exit_code_for
 
 if TYPE_CHECKING:
     from hydrator.ops.state_tools import TaskStore
@@ -42,9 +38,9 @@ def _load_state_config(ctx: click.Context, param: click.Parameter, value: str | 
 
 def _state_options(command: Callable[..., None]) -> Callable[..., None]:
     """The options every state tool takes: where the state is, and of which engine."""
-    for option in reversed(
+    for add_option in reversed(
         [
-            click.option(
+            option(
                 "--config",
                 type=click.Path(dir_okay=False),
                 envvar=env_name("config"),
@@ -54,12 +50,30 @@ def _state_options(command: Callable[..., None]) -> Callable[..., None]:
                 help="The run's TOML file: its state-dir, application-id, engine and format "
                 "are used.",
             ),
-            engine_option(),
-            local_state_dir_option(),
-            application_id_option(),
+            option(
+                "--engine",
+                type=click.Choice(ENGINES),
+                default="embedded",
+                show_default=True,
+                envvar=env_name("engine"),
+            ),
+            option(
+                "--state-dir",
+                type=click.Path(file_okay=False, path_type=Path),
+                default=Path("hydrator-state"),
+                show_default=True,
+                envvar=env_name("state_dir"),
+            ),
+            option(
+                "--application-id",
+                type=ApplicationId(),
+                default=DEFAULT_APPLICATION_ID,
+                show_default=True,
+                envvar=env_name("application_id"),
+            ),
         ]
     ):
-        command = option(command)
+        command = add_option(command)
     return command
 
 
@@ -98,17 +112,23 @@ def _state_tool(work: Callable[[], int]) -> None:
         raise click.UsageError(str(exc)) from None
     except StoreUnreadable as exc:
         click.echo(f"Error: {exc}", err=True)
-        code = 1
+        code = exit_code_for(exc)
     sys.exit(code)
 
 
 @state_group.command("inspect")
 @_state_options
-@click.option(
-    "--input-topic", help="The key's input topic (default: every input topic the stores hold)."
+@option("--input-topic", help="The key's input topic (default: every input topic the stores hold).")
+@option("--key", "key_json", required=True, help="The primary key as JSON: '{\"id\": 1}'.")
+@option(
+    "--format",
+    "format_",
+    type=click.Choice(FORMATS),
+    default="auto",
+    show_default=True,
+    envvar=env_name("format"),
+    help="The run's --format: its codec names the key the state is stored under.",
 )
-@click.option("--key", "key_json", required=True, help="The primary key as JSON: '{\"id\": 1}'.")
-@format_option("The run's --format: its codec names the key the state is stored under.")
 @click.option(
     "--full-values",
     is_flag=True,
@@ -148,7 +168,7 @@ def state_inspect(
 
 @state_group.command("stats")
 @_state_options
-@click.option("--json", "as_json", is_flag=True, help="One JSON document instead of a table.")
+@option("--json", "as_json", is_flag=True, help="One JSON document instead of a table.")
 def state_stats(engine: str, state_dir: Path, application_id: str, as_json: bool) -> None:
     """Keys, bytes, tombstones, parked keys and records, waiting handoffs, per task store and in
     total."""

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from hydrator.errors import HydratorError
+
 
 class OnStale(StrEnum):
     DROP = "drop"
@@ -20,7 +22,7 @@ class OnUnresolved(StrEnum):
     FAIL = "fail"
 
 
-class UnresolvedColumnsError(RuntimeError):
+class UnresolvedColumnsError(HydratorError, RuntimeError):
     """Raised under `--on-unresolved fail`: the engine must stop without committing."""
 
 

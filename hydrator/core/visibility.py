@@ -23,13 +23,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hydrator.errors import HydratorError
 from hydrator.events import Position
 
 _EPOCH = 1 << 32
 _HALF = 1 << 31
 
 
-class SnapshotFormatError(ValueError):
+class SnapshotFormatError(HydratorError, ValueError):
     """Not a `pg_current_snapshot()` text."""
 
 

@@ -27,10 +27,12 @@ from pathlib import Path
 
 import click
 
+from hydrator.errors import ConfigurationError
+
 SETTINGS_FILE = Path(__file__).with_name("postgres-connector.json")
 
 
-class ConnectorConfigError(ValueError):
+class ConnectorConfigError(ConfigurationError, ValueError):
     """A connector settings file is unusable; the message names the file and the setting."""
 
 

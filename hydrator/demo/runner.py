@@ -22,6 +22,7 @@ from hydrator.demo.publish import create_topic, publish, read_topic
 from hydrator.demo.show import Echo
 from hydrator.demo.stream import DemoStream
 from hydrator.demo.truth import mismatches, truth_from_twin
+from hydrator.errors import ConfigurationError
 from hydrator.kafka.local_broker import LocalBroker
 
 APPLICATION_ID = "hydrator-demo"
@@ -47,7 +48,7 @@ class Source:
     description: str
 
 
-class DemoUnavailable(RuntimeError):
+class DemoUnavailable(ConfigurationError, RuntimeError):
     """`--source debezium` was asked for and cannot run here; the message says why."""
 
 

@@ -15,17 +15,18 @@ from contextlib import closing
 from pathlib import Path
 
 from hydrator.dev.signals import stop_on_signals
+from hydrator.errors import HydratorError, TemporaryFailure
 from hydrator.kafka.local_broker import LocalBroker, free_port
 
 Echo = Callable[[str], None]
 POLL_S = 0.5
 
 
-class BrokerStopped(RuntimeError):
+class BrokerStopped(HydratorError, RuntimeError):
     """The broker process ended by itself."""
 
 
-class NoBroker(RuntimeError):
+class NoBroker(TemporaryFailure, RuntimeError):
     """Nothing answers at the bootstrap servers; the message says how to start one."""
 
 

@@ -32,6 +32,7 @@ from typing import Any
 
 from hydrator.demo.connect import SourceRecordSerializer
 from hydrator.dev.signals import stop_on_signals
+from hydrator.errors import ConfigurationError, HydratorError
 
 Echo = Callable[[str], None]
 INSTALL_HINT = "pip install 'toast-hydrator[dev]'"
@@ -41,11 +42,11 @@ QUIET_S = 1.0
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*$")
 
 
-class CaptureUnavailable(RuntimeError):
+class CaptureUnavailable(ConfigurationError, RuntimeError):
     """Debezium cannot capture the table here; the message says why and what to do."""
 
 
-class CaptureFailed(RuntimeError):
+class CaptureFailed(HydratorError, RuntimeError):
     """Debezium stopped while capturing; the message carries its reason."""
 
 

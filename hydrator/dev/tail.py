@@ -21,13 +21,14 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from hydrator.dev.render import TailRecord
+from hydrator.errors import ConfigurationError
 from hydrator.kafka.offsets import OffsetProbe, from_the_start
 
 POLL_S = 0.5
 TIMEOUT_S = 30.0
 
 
-class TopicMissing(LookupError):
+class TopicMissing(ConfigurationError, LookupError):
     """The topic does not exist on the broker."""
 
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hydrator.errors import ConfigurationError
+
 DEFAULT_PLACEHOLDER = "__debezium_unavailable_value"
 
 
-class FormatOptionError(ValueError):
+class FormatOptionError(ConfigurationError, ValueError):
     """An option the chosen format does not take; `option` is its command-line name."""
 
     def __init__(self, option: str, message: str) -> None:

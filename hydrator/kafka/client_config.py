@@ -17,6 +17,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from hydrator.errors import ConfigurationError
+
 ROLES = ("consumer", "producer", "admin")
 
 # Exactly-once and co-partitioning rest on these; letting -X change them would silently break both.
@@ -42,7 +44,7 @@ _NEXT_PROPERTY = re.compile(r"\s+(?=[A-Za-z0-9][A-Za-z0-9._-]*=)")
 _QUOTED_VALUE = re.compile(r'Invalid value "[^"]*" for')
 
 
-class ClientConfigError(ValueError):
+class ClientConfigError(ConfigurationError, ValueError):
     """A `-X` property that is malformed or not allowed."""
 
 

@@ -16,6 +16,8 @@ from typing import Any
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from hydrator.errors import TemporaryFailure
+
 log = logging.getLogger(__name__)
 
 FIRST_RETRY_S = 1.0
@@ -24,7 +26,7 @@ ATTEMPT_TIMEOUT_S = 5.0
 REPEAT_S = 60.0
 
 
-class BrokerUnavailable(RuntimeError):
+class BrokerUnavailable(TemporaryFailure, RuntimeError):
     """No broker answered at --bootstrap-servers within --startup-timeout."""
 
 

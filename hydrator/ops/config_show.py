@@ -7,7 +7,6 @@ the `--config` file (`file PATH`), the built-in default (`default`).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +16,7 @@ import click
 from click.core import ParameterSource
 
 from hydrator.config import format_duration_ms, format_size_bytes
-from hydrator.ops.secrets import mask_dsn, mask_item, mask_urls
+from hydrator.secrets import mask_dsn, mask_item, mask_value
 
 # Where the config file's path is kept for the options it supplies.
 CONFIG_FILE_META = "hydrator.config_file"
@@ -47,7 +46,7 @@ def source_of(ctx: click.Context, param: click.Parameter) -> str:
         envvar = param.envvar if isinstance(param.envvar, str) else None
         return f"env {envvar}" if envvar else "env"
     if source is ParameterSource.DEFAULT_MAP:
-        return f"file {ctx.meta.get(CONFIG_FILE_META, '?')}"
+        return f"file {shown_path(ctx.meta.get(CONFIG_FILE_META, '?'))}"
     return "default"
 
 
@@ -60,7 +59,7 @@ def shown_value(param: click.Parameter, value: Any) -> Any:
         items = [str(item) for item in value]
         if long_name(param) in _ITEM_OPTIONS:
             return [mask_item(item) for item in items]
-        return [mask_urls(item) for item in items]
+        return [mask_value(item) for item in items]
     if isinstance(value, bool):
         return value
     kind = getattr(param.type, "name", "")
@@ -71,8 +70,8 @@ def shown_value(param: click.Parameter, value: Any) -> Any:
     if isinstance(value, int | float):
         return value
     if long_name(param) in _DSN_OPTIONS:
-        return mask_dsn(str(value))
-    return mask_urls(str(value))
+        return mask_value(mask_dsn(str(value)))
+    return mask_value(str(value))
 
 
 def effective_settings(
@@ -90,6 +89,41 @@ def effective_settings(
     return settings
 
 
+def toml_string(text: str) -> str:
+    """`text` as a TOML basic string that reads back as `text`: quotes, backslashes and every
+    character that is not printable (controls, U+007F, line and paragraph separators, format
+    characters such as bidi overrides) escaped, so the string stays on its line and shows what
+    it holds. A lone surrogate (undecodable bytes in the environment), which no TOML string can
+    hold, shows as U+FFFD."""
+    out = ['"']
+    for char in text:
+        if char == '"' or char == "\\":
+            out.append("\\" + char)
+        elif char in _SHORT_ESCAPES:
+            out.append(_SHORT_ESCAPES[char])
+        elif char.isprintable():
+            out.append(char)
+        elif 0xD800 <= ord(char) <= 0xDFFF:
+            out.append("\\uFFFD")
+        elif ord(char) <= 0xFFFF:
+            out.append(f"\\u{ord(char):04X}")
+        else:
+            out.append(f"\\U{ord(char):08X}")
+    out.append('"')
+    return "".join(out)
+
+
+_SHORT_ESCAPES = {"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
+
+
+def shown_path(path: str | Path) -> str:
+    """A path for a comment line: as it is when that is plain, else quoted as a TOML string (a
+    newline in it must not start a line of its own)."""
+    text = str(path)
+    plain = text.isprintable() and text == text.strip() and not any(c in text for c in '"\\')
+    return text if plain and text else toml_string(text)
+
+
 def _toml_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -97,8 +131,7 @@ def _toml_value(value: Any) -> str:
         return str(value)
     if isinstance(value, list):
         return "[" + ", ".join(_toml_value(item) for item in value) + "]"
-    # A TOML basic string takes JSON's escapes; keep non-ASCII as it is.
-    return json.dumps(str(value), ensure_ascii=False)
+    return toml_string(str(value))
 
 
 def render(settings: Iterable[Setting], config_file: Path | None, config_source: str) -> str:
@@ -113,7 +146,7 @@ def render(settings: Iterable[Setting], config_file: Path | None, config_source:
     width = min(max((len(line) for line, _ in rows), default=0), 60)
     lines = ["# The configuration `hydrator run` would use with these options; secrets show ***."]
     if config_file is not None:
-        lines.append(f"# config file: {config_file} ({config_source})")
+        lines.append(f"# config file: {shown_path(config_file)} ({config_source})")
     lines.append("[run]")
     lines += [f"{line.ljust(width)}  # {source}" for line, source in rows]
     return "\n".join(lines) + "\n"

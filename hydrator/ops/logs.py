@@ -7,7 +7,7 @@ json: one object per line with `time` (UTC, ISO 8601), `level`, `logger`, `messa
 A worker process of a run with several workers (--workers) marks its lines: `[worker N]` after
 the logger's name in text, a `worker` field in json.
 
-In both formats every secret value of the configuration (hydrator/ops/secrets.py) is replaced by
+In both formats every secret value of the configuration (hydrator/secrets.py) is replaced by
 `***` in the finished line, whatever put it there (a message, an exception, a Kafka client's log).
 """
 
@@ -19,7 +19,7 @@ import sys
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
-from hydrator.ops.secrets import redact
+from hydrator.secrets import redact
 
 LOG_FORMATS = ("text", "json")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"

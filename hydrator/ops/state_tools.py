@@ -22,6 +22,7 @@ from typing import Any
 
 from rocksdict import AccessType, Options, Rdict, ReadOptions
 
+from hydrator.errors import ConfigurationError, HydratorError
 from hydrator.events import RawRecord
 from hydrator.formats import codec_for
 from state.codec import StateFormatError, decode_state
@@ -47,11 +48,11 @@ OPEN_ATTEMPTS = 3
 OPEN_RETRY_S = 0.2
 
 
-class StateToolError(Exception):
+class StateToolError(ConfigurationError):
     """Exit 2: the message names the option that is wrong."""
 
 
-class StoreUnreadable(Exception):
+class StoreUnreadable(HydratorError):
     """Exit 1: a store exists but RocksDB cannot open or read it (damaged, or held)."""
 
 

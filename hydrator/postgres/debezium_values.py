@@ -24,13 +24,14 @@ from typing import Any
 
 import orjson
 
+from hydrator.errors import ConfigurationError
 from hydrator.formats.placeholders import PlaceholderForms
 
 EPOCH_DATE = dt.date(1970, 1, 1)
 EPOCH = dt.datetime(1970, 1, 1)
 
 
-class UnsupportedColumn(ValueError):
+class UnsupportedColumn(ConfigurationError, ValueError):
     """A column type the bootstrap cannot encode as Debezium would; the message names it."""
 
 

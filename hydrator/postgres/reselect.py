@@ -32,9 +32,9 @@ from psycopg import sql
 
 from hydrator.core.reselect import ReselectedRow
 from hydrator.formats.placeholders import PlaceholderForms
-from hydrator.ops.secrets import redact
 from hydrator.postgres.debezium_values import PgColumn, encode_row, select_expression
 from hydrator.postgres.settings import ReselectSettings
+from hydrator.secrets import redact
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hydrator.ops.secrets import url_passwords
+from hydrator.secrets import url_passwords
 
 # Defaults of the options
 DEFAULT_STATEMENT_TIMEOUT_MS = 2_000

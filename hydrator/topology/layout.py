@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from hydrator.core.settings import HydrationSettings
+from hydrator.errors import ConfigurationError
 from hydrator.kafka.admin import TopicSpec
 from hydrator.kafka.partitioner import partition_for_key
 from hydrator.kafka.record_limits import TopicLimits
@@ -30,7 +31,7 @@ INTERNAL_TOPICS = {
 }
 
 
-class TopologyError(ValueError):
+class TopologyError(ConfigurationError, ValueError):
     """The topics cannot be laid out as the engine needs (a configuration problem)."""
 
 

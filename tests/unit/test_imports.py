@@ -62,8 +62,9 @@ def _check_layers(loaded: dict[str, list[str]]) -> None:
     def reaches(module: str, prefix: str) -> list[str]:
         return [m for m in loaded[module] if m == prefix or m.startswith(prefix + ".")]
 
-    # the bottom imports nothing of the package
-    assert set(loaded["hydrator.events"]) <= {"hydrator", "hydrator.events"}
+    # the bottom imports nothing of the package but the kinds of error every layer raises
+    assert set(loaded["hydrator.errors"]) <= {"hydrator", "hydrator.errors"}
+    assert set(loaded["hydrator.events"]) <= {"hydrator", "hydrator.events", "hydrator.errors"}
     for module in loaded:
         if module.startswith("state"):
             assert not reaches(module, "hydrator.core"), module

@@ -10,7 +10,7 @@ import pytest
 
 from hydrator.metrics.jumps import JumpWatch
 from hydrator.ops.logs import JsonFormatter, TextFormatter
-from hydrator.ops.secrets import (
+from hydrator.secrets import (
     is_secret_name,
     mask_item,
     mask_urls,

@@ -25,6 +25,7 @@ from hydrator.engines.embedded.local_handoffs import LocalHandoffs
 from hydrator.engines.embedded.restore import Restored, Restorer
 from hydrator.engines.embedded.state_dir import StateDirectory
 from hydrator.engines.embedded.task import DEFAULT_CACHE_BYTES, Task
+from hydrator.errors import HydratorError
 from hydrator.kafka.offsets import OffsetProbe
 from hydrator.topology.emit import Sink
 from hydrator.topology.layout import Topology
@@ -34,7 +35,7 @@ from state.large import DEFAULT_COMPRESSION, DEFAULT_THRESHOLD
 log = logging.getLogger(__name__)
 
 
-class CoPartitioningError(RuntimeError):
+class CoPartitioningError(HydratorError, RuntimeError):
     """The group handed out partition p of some subscribed topics but not of the others."""
 
 

@@ -32,6 +32,8 @@ from typing import Any
 import orjson
 from confluent_kafka import TopicPartition
 
+from hydrator.errors import HydratorError
+
 HEADER = "hydrator.offsets"
 WITNESS = "hydrator.witness"
 Headers = list[tuple[str, bytes]] | None
@@ -109,7 +111,7 @@ def never_committed(headers: Headers, committed: CommittedOffsets, partition: in
     return any(offset > mine.get(topic, -1) for topic, offset in own.items())
 
 
-class UnreadableHeader(ValueError):
+class UnreadableHeader(HydratorError, ValueError):
     pass
 
 

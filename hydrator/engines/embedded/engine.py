@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
-from hydrator.config import ConfigError, RunConfig
+from hydrator.config import RunConfig
 from hydrator.core.hydrator import Hydrator
 from hydrator.engines.embedded.assignment import Assignment
 from hydrator.engines.embedded.available_now import AvailableNow
@@ -48,8 +48,8 @@ from hydrator.engines.embedded.progress import Progress, ProgressSink, Reporter
 from hydrator.engines.embedded.reselect import batch_reselect
 from hydrator.engines.embedded.restore import Restorer, RestoreStopped, set_aside
 from hydrator.engines.embedded.sized_sink import SizeCheckedSink
-from hydrator.engines.embedded.state_dir import StateDirectory, StateDirLocked, StateDirUnusable
-from hydrator.engines.embedded.topics import TopologyError, prepare_topology, record_limits
+from hydrator.engines.embedded.state_dir import StateDirectory
+from hydrator.engines.embedded.topics import prepare_topology, record_limits
 from hydrator.engines.embedded.transaction import TransactionalWriter, TransactionFailed
 from hydrator.engines.embedded.watchdog import (
     STANDALONE,
@@ -60,7 +60,7 @@ from hydrator.engines.embedded.watchdog import (
 )
 from hydrator.formats import codec_for
 from hydrator.kafka import broker_quirks
-from hydrator.kafka.client_config import ClientConfigError, ClientSettings, client_error
+from hydrator.kafka.client_config import ClientSettings, client_error
 from hydrator.kafka.offsets import OffsetProbe
 from hydrator.kafka.reachability import backoff_s, client_logger, wait_for_broker
 from hydrator.metrics.dead_letter_ratio import check_dead_letters
@@ -72,9 +72,6 @@ if TYPE_CHECKING:
     from hydrator.engines.embedded.workers import Worker
 
 log = logging.getLogger(__name__)
-
-# Problems of configuration rather than of running: the CLI exits 2 for them.
-CONFIG_ERRORS = (ConfigError, ClientConfigError, TopologyError, StateDirLocked, StateDirUnusable)
 
 # Tunable through -X; the engine's managed settings are in the functions below.
 CONSUMER_DEFAULTS: dict[str, Any] = {

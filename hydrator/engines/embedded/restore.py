@@ -32,6 +32,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from hydrator.engines.embedded import changelog
 from hydrator.engines.embedded.watchdog import blocking
+from hydrator.errors import Stopped
 from hydrator.kafka.offsets import TIMEOUT_S as PROBE_TIMEOUT_S
 from hydrator.kafka.offsets import OffsetProbe
 from state.codec import decode_state
@@ -51,7 +52,7 @@ STORE_LOCK_WAIT_S = 60.0
 _STORE_LOCK_RETRY_S = 0.1
 
 
-class RestoreStopped(Exception):
+class RestoreStopped(Stopped):
     """A stop was requested while a store was being restored."""
 
 

@@ -19,6 +19,7 @@ import uuid
 from pathlib import Path
 
 from hydrator.config import StateDirUnusable
+from hydrator.errors import ConfigurationError
 
 # How long a worker waits for its lock: a worker of a supervisor that was just killed may still
 # be on its way out.
@@ -26,7 +27,7 @@ WORKER_LOCK_WAIT_S = 30.0
 _LOCK_RETRY_S = 0.2
 
 
-class StateDirLocked(RuntimeError):
+class StateDirLocked(ConfigurationError, RuntimeError):
     """Another running instance holds this state directory."""
 
 

@@ -12,6 +12,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 from hydrator.engines.embedded import changelog
 from hydrator.engines.embedded.watchdog import blocking
+from hydrator.errors import TemporaryFailure
 from hydrator.topology.emit import KafkaRecord
 from hydrator.topology.layout import Topology
 
@@ -20,7 +21,7 @@ log = logging.getLogger(__name__)
 TIMEOUT_S = 60.0
 
 
-class TransactionFailed(RuntimeError):
+class TransactionFailed(TemporaryFailure, RuntimeError):
     """The batch could not be committed; it has been aborted (or the producer is fenced)."""
 
 

@@ -28,10 +28,10 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from hydrator.errors import EXIT_STOPPED, EXIT_TEMPORARY
+
 log = logging.getLogger(__name__)
 
-EXIT_TEMPORARY = 75  # EX_TEMPFAIL (sysexits.h): a supervisor should start the process again
-EXIT_STOPPED = 130  # what an interrupted run exits with anyway (128 + SIGINT)
 # How far past its own timeout a blocking call may run before the process gives up on it.
 MARGIN_S = 30.0
 # After a stop request, how long a blocking call may still take before the process exits.

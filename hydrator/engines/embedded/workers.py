@@ -59,6 +59,7 @@ from typing import Any
 from hydrator.config import RunConfig
 from hydrator.engines.embedded.progress import Report, RunProgress
 from hydrator.engines.embedded.state_dir import StateDirectory
+from hydrator.engines.embedded.watchdog import EXIT_STOPPED
 from hydrator.kafka.reachability import backoff_s
 from hydrator.metrics.dead_letter_ratio import EXIT_TOO_MANY_DEAD_LETTERS, too_many_dead_letters
 
@@ -259,7 +260,7 @@ def _worker_main(spec: _WorkerSpec) -> None:
 
 
 def _exit_before_start(signum: int, frame: FrameType | None) -> None:
-    raise SystemExit(0 if signum == signal.SIGTERM else 130)
+    raise SystemExit(0 if signum == signal.SIGTERM else EXIT_STOPPED)
 
 
 def _die_with_supervisor(supervisor_pid: int) -> None:

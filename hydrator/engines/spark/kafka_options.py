@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from hydrator.errors import ConfigurationError
 from hydrator.kafka.client_config import properties_for_role
 
 KAFKA_PREFIX = "kafka."
 
 
-class KafkaOptionError(ValueError):
+class KafkaOptionError(ConfigurationError, ValueError):
     """A data source option is missing or malformed; the message names the option."""
 
 

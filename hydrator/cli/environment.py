@@ -1,0 +1,56 @@
+"""`HYDRATOR_*` variables no option reads: a misspelled one would otherwise be ignored silently."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping
+
+import click
+
+PREFIX = "HYDRATOR_"
+# Read by other programs of the project: the live view (`python -m hydrator.live`) and the tests.
+OTHER_READERS = ("HYDRATOR_LIVE_", "HYDRATOR_TEST_")
+
+
+def did_you_mean(name: str, candidates: Iterable[str]) -> str:
+    """` (did you mean X?)` for the closest candidate, or nothing."""
+    close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.75)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def read_variables(command: click.Command) -> set[str]:
+    """Every environment variable the options of `command` and its subcommands read."""
+    names = {
+        envvar
+        for param in command.params
+        for envvar in ([param.envvar] if isinstance(param.envvar, str) else param.envvar or [])
+    }
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            names |= read_variables(sub)
+    return names
+
+
+def unknown_variables(environ: Mapping[str, str], known: set[str]) -> list[str]:
+    """The `HYDRATOR_*` names in `environ` that nothing reads, sorted."""
+    return sorted(
+        name
+        for name in environ
+        if name.startswith(PREFIX) and name not in known and not name.startswith(OTHER_READERS)
+    )
+
+
+def unknown_variables_warning(environ: Mapping[str, str], known: set[str]) -> str | None:
+    """One line naming every unknown variable (never a value: it may be a secret)."""
+    unknown = unknown_variables(environ, known)
+    if not unknown:
+        return None
+    ours = {name.removeprefix(PREFIX): name for name in known if name.startswith(PREFIX)}
+
+    def named(name: str) -> str:
+        # Compared without the prefix, which every name shares.
+        close = difflib.get_close_matches(name.removeprefix(PREFIX), list(ours), 1, 0.75)
+        return f"{name} (did you mean {ours[close[0]]}?)" if close else name
+
+    them = "it" if len(unknown) == 1 else "them"
+    return f"Warning: ignoring {', '.join(map(named, unknown))}: no option reads {them}"
