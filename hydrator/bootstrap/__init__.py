@@ -1,3 +1,3 @@
 """`hydrator state bootstrap` (docs/cold-start.md): readers of full rows (postgres.py with
-pg_values.py, a topic in run.py), the state records they become (images.py), and where each
-engine keeps them (embedded.py, spark.py)."""
+hydrator/postgres/debezium_values.py, a topic in run.py), the state records they become
+(images.py), and where each engine keeps them (embedded.py, spark.py)."""

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
 
-from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from hydrator.bootstrap import images
 from hydrator.bootstrap.topics import read_to_end
+from hydrator.bootstrap.writer import AcknowledgedWriter
 from hydrator.errors import ConfigurationError
 from hydrator.kafka.admin import ensure_topics, partition_counts
 from hydrator.kafka.client_config import ClientSettings
@@ -51,8 +50,7 @@ class EmbeddedState:
         self.partitions = 0
         self.topology: Topology | None = None
         self._existing: dict[bytes, bytes] = {}
-        self._producer: Producer | None = None
-        self._errors: list[str] = []
+        self._writer: AcknowledgedWriter | None = None
         self.written = 0
         self.kept = 0
 
@@ -75,9 +73,7 @@ class EmbeddedState:
         spec = next(s for s in self.topology.created_topics() if s.name == changelog)
         ensure_topics(admin, [spec])
         self._load(changelog)
-        self._producer = Producer(
-            self.clients.producer({"enable.idempotence": True, "linger.ms": 20})
-        )
+        self._writer = AcknowledgedWriter(self.clients, "state records")
         return partitions
 
     def _load(self, changelog: str) -> None:
@@ -96,7 +92,7 @@ class EmbeddedState:
     def offer(self, key: str, route: bytes, record: StateRecord) -> bool:
         """Write `record` as the state of canonical key `key` (raw Kafka key `route`) unless
         the stored state is kept (images.merged); whether it was written."""
-        assert self._producer is not None
+        assert self._writer is not None and self.topology is not None
         store_key = state_key(self.input_topic, key)
         existing = self._existing.get(store_key)
         current = None
@@ -112,33 +108,11 @@ class EmbeddedState:
         encoded = encode_state(chosen)
         self._existing[store_key] = encoded
         partition = self.partitioner(route, self.partitions)
-        self._produce(store_key, encoded, partition)
+        self._writer.produce(self.topology.changelog_topic, store_key, encoded, partition)
         self.written += 1
         return True
 
-    def _produce(self, key: bytes, value: bytes, partition: int) -> None:
-        assert self._producer is not None and self.topology is not None
-
-        def delivered(err: Any, _msg: Any) -> None:
-            if err is not None:
-                self._errors.append(str(err))
-
-        while True:
-            try:
-                self._producer.produce(
-                    self.topology.changelog_topic, value, key, partition, on_delivery=delivered
-                )
-                break
-            except BufferError:
-                self._producer.poll(0.1)
-        self._producer.poll(0)
-
     def close(self) -> None:
         """Wait until every record is acknowledged; raises if any was not."""
-        if self._producer is not None:
-            remaining = self._producer.flush(120)
-            self._producer = None
-            if remaining:
-                raise KafkaException(f"{remaining} state records not acknowledged")
-        if self._errors:
-            raise KafkaException(f"state records not written: {self._errors[0]}")
+        if self._writer is not None:
+            self._writer.close()

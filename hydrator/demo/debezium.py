@@ -14,13 +14,12 @@ import random
 import threading
 import time
 import uuid
-from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import Producer
 
 from hydrator.demo import connect
 from hydrator.demo.connector import shared_settings
@@ -406,36 +405,7 @@ class _Bridge:
                 self._cond.wait(min(remaining, 0.5))
 
     def _produce(self, events: Any) -> None:
-        failures: list[KafkaError] = []
-
-        def delivered(err: KafkaError | None, _msg: Any) -> None:
-            if err is not None:
-                failures.append(err)
-
-        sent: Counter[str] = Counter()
-        serializer = self._serializer
-        for event in events:
-            record = event.sourceRecord()
-            # header conversion precedes key/value, as in WorkerSourceTask
-            headers = serializer.headers(record)
-            key, value = serializer.key(record), serializer.value(record)
-            kwargs: dict[str, Any] = {}
-            if record.kafkaPartition() is not None:
-                kwargs["partition"] = int(record.kafkaPartition())
-            if record.timestamp() is not None:
-                kwargs["timestamp"] = int(record.timestamp())
-            self._producer.produce(
-                str(record.topic()),
-                value,
-                key,
-                # the stub's invariant List refuses (str, bytes) pairs; librdkafka only reads them
-                headers=headers,  # type: ignore[arg-type]
-                on_delivery=delivered,
-                **kwargs,
-            )
-            sent[str(record.topic())] += 1
-        if self._producer.flush(60) or failures:
-            raise RuntimeError(f"records not delivered: {failures[:3]}")
+        sent = connect.produce_source_records(self._producer, self._serializer, events)
         with self._cond:
             self.produced += sum(sent.values())
             self._cond.notify_all()

@@ -28,8 +28,9 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
+from hydrator.demo.connect import SourceRecordSerializer
 from hydrator.dev.signals import stop_on_signals
 from hydrator.errors import ConfigurationError, HydratorError
 
@@ -49,28 +50,18 @@ class CaptureFailed(HydratorError, RuntimeError):
     """Debezium stopped while capturing; the message carries its reason."""
 
 
-class Serializer(Protocol):
-    """Turns a Kafka Connect SourceRecord into the bytes a Kafka Connect worker would write."""
-
-    def headers(self, record: Any) -> list[tuple[str, bytes | None]]: ...
-
-    def key(self, record: Any) -> bytes | None: ...
-
-    def value(self, record: Any) -> bytes | None: ...
-
-
 @dataclass(frozen=True)
 class Envelope:
     name: str
     # connector settings the envelope adds to the shared ones
     properties: Mapping[str, str]
     # makes the serializer (the JVM is running by then); the argument is `schemas.enable`
-    serializer: Callable[[bool], Serializer]
+    serializer: Callable[[bool], SourceRecordSerializer]
     # what `hydrator run` needs to read it, for the hint printed at start
     run_flags: str
 
 
-def _json_serializer(schemas: bool) -> Serializer:
+def _json_serializer(schemas: bool) -> SourceRecordSerializer:
     from hydrator.demo.connect import ConnectSerializer
 
     return ConnectSerializer(schemas)
@@ -385,31 +376,8 @@ class _Connector:
         self._completion = message if not error else f"{message} ({error})"
 
     def _produce(self, events: Any) -> None:
-        from confluent_kafka import KafkaError
+        from hydrator.demo.connect import produce_source_records
 
-        failures: list[KafkaError] = []
-
-        def delivered(err: KafkaError | None, _msg: Any) -> None:
-            if err is not None:
-                failures.append(err)
-
-        sent = 0
-        serializer = self._serializer
-        for event in events:
-            record = event.sourceRecord()
-            # header conversion precedes key/value, as in WorkerSourceTask
-            headers: list[tuple[str, str | bytes | None]] = list(serializer.headers(record))
-            key, value = serializer.key(record), serializer.value(record)
-            kwargs: dict[str, Any] = {}
-            if record.kafkaPartition() is not None:
-                kwargs["partition"] = int(record.kafkaPartition())
-            if record.timestamp() is not None:
-                kwargs["timestamp"] = int(record.timestamp())
-            self._producer.produce(
-                str(record.topic()), value, key, headers=headers, on_delivery=delivered, **kwargs
-            )
-            sent += 1
-        if self._producer.flush(60) or failures:
-            raise RuntimeError(f"records not delivered: {failures[:3]}")
+        sent = sum(produce_source_records(self._producer, self._serializer, events).values())
         with self._lock:
             self.produced += sent

@@ -197,7 +197,9 @@ class PostgresReselect:
         if table not in self._columns:
             qualified = sql.Identifier(table.schema, table.name).as_string(conn)
             rows = conn.execute(_CATALOG, [qualified]).fetchall()
-            self._columns[table] = {name: PgColumn(name, typ, elem) for name, typ, elem, _ in rows}
+            self._columns[table] = {
+                name: PgColumn(name, elem or typ, elem is not None) for name, typ, elem, _ in rows
+            }
             self._types[table] = {name: formatted for name, _, _, formatted in rows}
         return self._columns[table], self._types[table]
 

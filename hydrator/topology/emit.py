@@ -66,17 +66,10 @@ class Sink(Protocol):
     def handoff(self, partition: int, handoff: Handoff) -> None: ...
 
 
-class RecordWriter(Protocol):
-    """Where Kafka records go: a producer, or the rows a Spark group returns."""
-
-    def write(
-        self,
-        topic: str,
-        partition: int,
-        key: bytes | None,
-        value: bytes | None,
-        headers: Headers,
-    ) -> None: ...
+# A Kafka record to write: topic, partition, key, value, headers.
+KafkaRecord = tuple[str, int, bytes | None, bytes | None, Headers]
+# Where Kafka records go: a producer, or the rows a Spark group returns.
+RecordWriter = Callable[[KafkaRecord], None]
 
 
 def emit(
@@ -115,18 +108,18 @@ class TopicWriter:
         self._outputs = topology.outputs  # the Spark engine makes one per group: no copy
         self._dlq = topology.dlq_topic
         self._handoffs = topology.handoff_topic
-        self._writer = writer
+        self._write = writer
 
     def output(self, input_topic: str, record: OutputRecord) -> None:
         topic = self._outputs[input_topic]
-        self._writer.write(topic, record.partition, record.key, record.value, record.headers)
+        self._write((topic, record.partition, record.key, record.value, record.headers))
 
     def dead(self, record: OutputRecord) -> None:
-        self._writer.write(self._dlq, record.partition, record.key, record.value, record.headers)
+        self._write((self._dlq, record.partition, record.key, record.value, record.headers))
 
     def handoff(self, partition: int, handoff: Handoff) -> None:
         key, value, headers = handoff_record(handoff)
-        self._writer.write(self._handoffs, partition, key, value, headers)
+        self._write((self._handoffs, partition, key, value, headers))
 
 
 def leaving(record: OutputRecord) -> OutputRecord:

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from hydrator.bootstrap.pg_values import ConnectorSettings
 from hydrator.bootstrap.postgres import read_table
+from hydrator.postgres.debezium_values import ConnectorSettings
 from tests.harness import oracle
 from tests.harness.debezium import BridgeOptions, DebeziumBridge
 from tests.harness.kafka import Broker

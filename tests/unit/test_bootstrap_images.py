@@ -1,5 +1,5 @@
 """What a bootstrap writes over the state already there (hydrator.bootstrap.images), and the
-Debezium spellings of Postgres values it depends on (hydrator.bootstrap.pg_values)."""
+Debezium spellings of Postgres values it depends on (hydrator.postgres.debezium_values)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hydrator.bootstrap import images
-from hydrator.bootstrap.pg_values import (
+from hydrator.core.visibility import SourceSnapshot
+from hydrator.events import ChangeEvent, Op
+from hydrator.postgres.debezium_values import (
     ConnectorSettings,
     PgColumn,
     encoder,
@@ -18,8 +20,6 @@ from hydrator.bootstrap.pg_values import (
     java_string_hash,
     parse_hstore,
 )
-from hydrator.core.visibility import SourceSnapshot
-from hydrator.events import ChangeEvent, Op
 from state.handoff import Handoff
 from state.record import StateRecord
 

@@ -79,7 +79,7 @@ TOPOLOGY = Topology("app", {"in": "out"}, 2)
 def test_outputs_and_changelog_delivered_then_offsets_in_one_transaction() -> None:
     producer = RecordingProducer()
     writer = TransactionalWriter(producer, TOPOLOGY)  # type: ignore[arg-type]
-    TopicWriter(TOPOLOGY, writer).output("in", OutputRecord(1, b"k", b"v", (("h", b"1"),)))
+    TopicWriter(TOPOLOGY, writer.write).output("in", OutputRecord(1, b"k", b"v", (("h", b"1"),)))
     changes = {0: {b"a": b"1", b"b": b"2", b"c": None}, 1: {b"d": b"4"}}
     offsets = [TopicPartition("in", 0, 7), TopicPartition("app-handoff", 0, 3)]
     witness = TopicPartition("in", 1, 9)

@@ -24,11 +24,11 @@ from hydrator.core.reselect import (
 from hydrator.engines.embedded.reselect import placeholder_patterns
 from hydrator.formats.placeholders import PlaceholderForms
 from hydrator.postgres.debezium_values import (
-    UNSUPPORTED,
     PgColumn,
-    encode,
+    encode_row,
     java_hashmap_order,
     select_expression,
+    shipped_encoder,
 )
 from hydrator.postgres.misses import miss_of
 from hydrator.postgres.settings import ReselectSettings
@@ -114,42 +114,55 @@ def test_the_state_comes_first_and_a_missing_row_leaves_the_column_to_on_unresol
 # -- Debezium's spelling of Postgres values ----------------------------------------------------
 
 
+UNSUPPORTED = object()
+
+
+def encode(column: PgColumn, raw: Any, shipped: Any) -> Any:
+    """`raw` (as `select_expression`'s SQL reads it) encoded for the placeholder `shipped`;
+    UNSUPPORTED when the pair is not one the re-select knows."""
+    encoder = shipped_encoder(column, shipped, FORMS)
+    return UNSUPPORTED if encoder is None else encoder(raw)
+
+
 def test_values_are_spelled_as_the_placeholder_says_the_connector_ships_them() -> None:
     data = b"\x00\xffhello"
     bytea = PgColumn("b", "bytea")
-    assert encode(bytea, data, FORMS.base64, FORMS) == base64.b64encode(data).decode()
-    assert encode(bytea, data, P, FORMS) == data.hex()
-    ints = PgColumn("n", "_int4", "int4")
-    assert encode(ints, [1, None, 3], FORMS.byte_ints, FORMS) == [1, None, 3]
-    uuids = PgColumn("u", "_uuid", "uuid")
+    assert encode(bytea, data, FORMS.base64) == base64.b64encode(data).decode()
+    assert encode(bytea, data, P) == data.hex()
+    ints = PgColumn("n", "int4", is_array=True)
+    assert encode(ints, ["1", None, "3"], FORMS.byte_ints) == [1, None, 3]
+    uuids = PgColumn("u", "uuid", is_array=True)
     u = "b68a35a7-17ad-35b3-af2a-ae46edb4545a"
-    assert encode(uuids, [u], [FORMS.uuid], FORMS) == [u]
-    texts = PgColumn("t", "_text", "text")
-    assert encode(texts, ["a", "b"], [P], FORMS) == ["a", "b"]
+    assert encode(uuids, [u], [FORMS.uuid]) == [u]
+    texts = PgColumn("t", "text", is_array=True)
+    assert encode(texts, ["a", "b"], [P]) == ["a", "b"]
     text = PgColumn("x", "jsonb")
-    assert encode(text, '{"a": 1}', P, FORMS) == '{"a": 1}'
+    assert encode(text, '{"a": 1}', P) == '{"a": 1}'
     hstore = PgColumn("h", "hstore")
-    assert encode(hstore, ["k", "v", "a", None], FORMS.hstore_map, FORMS) == {"k": "v", "a": None}
-    assert encode(hstore, ["k", "v"], FORMS.hstore_json, FORMS) == '{"k":"v"}'
-    assert encode(text, None, P, FORMS) is None
-    assert encode(ints, [1], [P], FORMS) is UNSUPPORTED  # a shape this column never has
-    assert encode(PgColumn("d", "date"), 19000, FORMS.byte_ints, FORMS) is UNSUPPORTED
+    assert encode(hstore, '"k"=>"v", "a"=>NULL', FORMS.hstore_map) == {"k": "v", "a": None}
+    assert encode(hstore, '"k"=>"v"', FORMS.hstore_json) == '{"k":"v"}'
+    assert encode(ints, ["1"], [P]) is UNSUPPORTED  # a shape this column never has
+    assert encode(PgColumn("d", "date"), "2022-01-08", FORMS.byte_ints) is UNSUPPORTED
+    columns = {"x": text, "d": PgColumn("d", "date")}
+    read = {"x": None, "d": "2022-01-08"}
+    # NULL stays null; a column whose placeholder is not one this module knows is left out
+    assert encode_row(columns, read, {"x": P, "d": FORMS.byte_ints}, FORMS) == {"x": None}
 
 
 def test_sql_reads_each_type_in_the_shape_the_encoder_takes() -> None:
     assert select_expression(PgColumn("b", "bytea"), '"b"') == '"b"'
-    assert select_expression(PgColumn("h", "hstore"), '"h"') == 'hstore_to_array("h")'
-    assert select_expression(PgColumn("n", "_int8", "int8"), '"n"') == '"n"'
-    assert select_expression(PgColumn("t", "_jsonb", "jsonb"), '"t"') == '"t"::text[]'
+    assert select_expression(PgColumn("h", "hstore"), '"h"') == '"h"::text'
+    assert select_expression(PgColumn("n", "int8", is_array=True), '"n"') == '"n"::text[]'
+    assert select_expression(PgColumn("t", "jsonb", is_array=True), '"t"') == '"t"::text[]'
     assert select_expression(PgColumn("j", "jsonb"), '"j"') == '"j"::text'
 
 
 def test_java_hashmap_order() -> None:
     # java.util.HashMap: "b" (hash 98) before "a"? No: bucket 97 & 15 = 1, 98 & 15 = 2
-    assert [k for k, _ in java_hashmap_order([("b", 1), ("a", 2)])] == ["a", "b"]
+    assert java_hashmap_order(["b", "a"]) == ["a", "b"]
     # 13 keys grow the table to 32 buckets; "key0".."key12" then sort by (hash ^ hash>>>16) & 31
     keys = [f"key{i}" for i in range(13)]
-    order = [k for k, _ in java_hashmap_order([(k, None) for k in keys])]
+    order = java_hashmap_order(keys)
     assert sorted(order) == sorted(keys)
 
     def bucket(key: str) -> int:

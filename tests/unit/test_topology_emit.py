@@ -22,6 +22,7 @@ from hydrator.kafka.record_limits import RecordLimits
 from hydrator.topology.emit import (
     ENGINE_HEADERS,
     HEADER_SOURCE_ORIGINAL,
+    KafkaRecord,
     TopicWriter,
     emit,
     handoff_record,
@@ -36,22 +37,10 @@ from tests.unit.test_spark_steps import source_batch
 TOPOLOGY = Topology("app", {"db.t": "db.t.out", "db.u": "db.u.out"}, 6)
 
 
-class Written:
-    """A RecordWriter that keeps what it is given."""
-
-    def __init__(self) -> None:
-        self.records: list[tuple[str, int, bytes | None, bytes | None, Headers]] = []
-
-    def write(
-        self, topic: str, partition: int, key: bytes | None, value: bytes | None, headers: Headers
-    ) -> None:
-        self.records.append((topic, partition, key, value, headers))
-
-
 def _emitted(step: Transition, input_topic: str = "db.t") -> list[tuple[Any, ...]]:
-    written = Written()
-    emit(step, input_topic, TOPOLOGY, TopicWriter(TOPOLOGY, written))
-    return written.records
+    written: list[KafkaRecord] = []
+    emit(step, input_topic, TOPOLOGY, TopicWriter(TOPOLOGY, written.append))
+    return written
 
 
 def _raw(record: Record, offset: int, headers: Headers = ()) -> RawRecord:
@@ -90,15 +79,15 @@ def test_a_handoff_is_keyed_by_its_new_keys_state_key_and_sent_to_its_owner() ->
 def test_a_handoff_a_task_of_this_process_takes_is_not_written() -> None:
     handoff = Handoff("db.t", '{"id":9}', '{"id":3}', None, None, "db.t:0:4")
     taken: list[tuple[int, Handoff]] = []
-    written = Written()
+    written: list[KafkaRecord] = []
 
     def keep_local(partition: int, kept: Handoff) -> bool:
         taken.append((partition, kept))
         return True
 
     step = Transition(None, handoffs=(handoff,))
-    emit(step, "db.t", TOPOLOGY, TopicWriter(TOPOLOGY, written), keep_local)
-    assert written.records == [] and taken == [(TOPOLOGY.handoff_partition(handoff), handoff)]
+    emit(step, "db.t", TOPOLOGY, TopicWriter(TOPOLOGY, written.append), keep_local)
+    assert written == [] and taken == [(TOPOLOGY.handoff_partition(handoff), handoff)]
 
 
 def test_a_replayed_dead_letter_leaves_with_one_source_and_the_old_one_kept() -> None:
@@ -207,14 +196,14 @@ def test_both_engines_read_the_handoff_records_of_either_and_of_older_releases()
 def test_a_handoff_too_large_for_its_topic_is_a_dead_letter_naming_its_source() -> None:
     """The embedded engine measures the very record TopicWriter would write (key, value and
     header); one over the handoff topic's limit goes to the DLQ, keyed and sourced like it."""
-    written = Written()
+    written: list[KafkaRecord] = []
     counts = RunCounts()
     limits = RecordLimits("app-dlq", {"app-handoff": 200, "app-dlq": 10_000}, 10**6)
-    sink = SizeCheckedSink(TopicWriter(TOPOLOGY, written), limits, TOPOLOGY, counts)
+    sink = SizeCheckedSink(TopicWriter(TOPOLOGY, written.append), limits, TOPOLOGY, counts)
     small = Handoff("db.t", '{"id":9}', '{"id":3}', {"id": 3}, None, "db.t:0:4")
     large = Handoff("db.t", '{"id":8}', '{"id":2}', {"id": 2, "doc": "x" * 500}, None, "db.t:0:5")
     emit(Transition(None, handoffs=(small, large)), "db.t", TOPOLOGY, sink)
-    (handoff, dead) = written.records
+    (handoff, dead) = written
     assert handoff[0] == "app-handoff" and Handoff.decode(handoff[3]) == small
     assert dead[0] == "app-dlq" and dead[2] == b'db.t\x00{"id":8}'
     assert dead[1] == TOPOLOGY.handoff_partition(large)

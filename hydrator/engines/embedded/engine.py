@@ -321,7 +321,9 @@ class EmbeddedEngine:
             topology,
             int(producer_config["message.max.bytes"]),
         )
-        sink = SizeCheckedSink(TopicWriter(topology, writer), limits, topology, self.run_counts)
+        sink = SizeCheckedSink(
+            TopicWriter(topology, writer.write), limits, topology, self.run_counts
+        )
         assignment = Assignment(
             topology,
             state_dir,

@@ -13,7 +13,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from hydrator.engines.embedded import changelog
 from hydrator.engines.embedded.watchdog import blocking
 from hydrator.errors import TemporaryFailure
-from hydrator.events import Headers
+from hydrator.topology.emit import KafkaRecord
 from hydrator.topology.layout import Topology
 
 log = logging.getLogger(__name__)
@@ -45,14 +45,8 @@ class TransactionalWriter:
 
     # -- the RecordWriter a task's records reach (through hydrator/topology/emit.TopicWriter) ---
 
-    def write(
-        self,
-        topic: str,
-        partition: int,
-        key: bytes | None,
-        value: bytes | None,
-        headers: Headers,
-    ) -> None:
+    def write(self, record: KafkaRecord) -> None:
+        topic, partition, key, value, headers = record
         self._produce(topic, partition, key, value, list(headers) or None)
 
     def serve_deliveries(self) -> None:

@@ -41,9 +41,8 @@ from hydrator.core.counters import counters_of
 from hydrator.core.hydrator import failure_reason, read_handoff, rejected
 from hydrator.engines.spark.clock import gate_is_open
 from hydrator.engines.spark.kafka_sink import pack_records
-from hydrator.events import Headers
 from hydrator.formats import FormatOptions, codec_for
-from hydrator.topology.emit import TopicWriter, emit
+from hydrator.topology.emit import KafkaRecord, TopicWriter, emit
 from hydrator.topology.layout import Topology
 from state.codec import decode_state, encode_state
 from state.large import DEFAULT_COMPRESSION, DEFAULT_THRESHOLD, outline
@@ -214,10 +213,11 @@ class _GroupStep:
         # the canonical key routing computed (a stateful group is `<topic>\x00<key>`)
         self.key = None if self.stateless else key
         self.input_topic = input_topic
-        self.sink = TopicWriter(topology, self)
         self.state = state
         self.was_parked = state is not None and state.is_parked
-        self.out: list[tuple[Any, ...]] = []
+        # the records to write, in the Kafka sink's `records` layout
+        self.out: list[KafkaRecord] = []
+        self.sink = TopicWriter(topology, self.out.append)
         self.counts: dict[str, int] = {}
 
     def feed(self, packed: list[bytes], now_ms: int) -> None:
@@ -285,17 +285,6 @@ class _GroupStep:
         for name, count in transition.counts.items():
             counts[name] = counts.get(name, 0) + count
         emit(transition, self.input_topic, self.topology, self.sink)
-
-    def write(
-        self,
-        topic: str,
-        partition: int,
-        key: bytes | None,
-        value: bytes | None,
-        headers: Headers,
-    ) -> None:
-        """A record to write (hydrator/topology/emit.py), in the Kafka sink's `records` layout."""
-        self.out.append((topic, partition, key, value, headers))
 
     def final_state(self) -> StateRecord | None:
         return None if self.stateless else self.state
