@@ -15,6 +15,7 @@ from hydrator.engines.embedded.counts import RunCounts
 from hydrator.engines.embedded.metrics import ALIVE_S, EmbeddedMetrics, Phase
 from hydrator.engines.embedded.task import Task
 from hydrator.events import RawRecord
+from hydrator.metrics.run import Gauges
 from hydrator.topology.layout import Topology
 from state.stores.rocksdb import RocksDBStore
 from tests.harness.cdc_events import ToastTable
@@ -123,9 +124,12 @@ def _metrics(clock: Clock, in_kafka_call: bool = False) -> EmbeddedMetrics:
 
 @dataclass
 class _Assignment:
-    """What readiness asks of the assignment."""
+    """What readiness and the state gauges ask of the assignment."""
 
     assigned_once: bool = True
+    parked: int = 0
+    state_keys: int = 0
+    state_bytes: int = 0
 
 
 def test_ready_once_running_assigned_and_committing() -> None:
@@ -178,3 +182,18 @@ def test_alive_while_the_thread_turns_or_waits_in_a_kafka_call() -> None:
     waiting = _metrics(clock, in_kafka_call=True)
     clock.now += ALIVE_S + 1
     assert waiting.alive().ok
+
+
+def test_a_commit_publishes_its_state_gauges_with_its_counts() -> None:
+    """A scrape after a commit never shows its counts beside the state of before it: the state
+    gauges count what is committed, so they move with the counts, not a second later."""
+    clock = Clock()
+    metrics = _metrics(clock)
+    assignment = _Assignment()
+    metrics.enter(Phase.RUNNING, assignment)  # type: ignore[arg-type]
+    metrics.run.publish_gauges(Gauges(state_keys=0, lag={("t", 0): 0}))
+    assignment.state_keys, assignment.state_bytes, assignment.parked = 54, 4096, 1
+    metrics.committed(0.01)
+    gauges = metrics.run.gauges
+    assert (gauges.state_keys, gauges.state_bytes, gauges.parked_keys) == (54, 4096, 1)
+    assert gauges.lag == {("t", 0): 0}  # the lag stays as last read from the consumer

@@ -21,6 +21,7 @@ from __future__ import annotations
 import enum
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from confluent_kafka import Consumer, TopicPartition
 
@@ -106,8 +107,20 @@ class EmbeddedMetrics:
 
     def committed(self, latency_s: float | None) -> None:
         """A transaction committed (None: nothing needed committing); its counts are in the
-        run's totals now."""
+        run's totals now. The state gauges move with them: they count what is committed, and a
+        scrape between this commit and the next gauge refresh must not show its counts beside
+        the state of before it (the lag, read from the consumer, stays as last refreshed)."""
         self.run.committed(latency_s)
+        assignment = self._assignment
+        if assignment is not None:
+            self.run.publish_gauges(
+                replace(
+                    self.run.gauges,
+                    parked_keys=assignment.parked,
+                    state_keys=assignment.state_keys,
+                    state_bytes=assignment.state_bytes,
+                )
+            )
         self.run.publish_counts(self._counts.totals, self._counts.by_topic)
 
     # -- the HTTP server's threads ---------------------------------------------------------------
