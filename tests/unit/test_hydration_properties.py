@@ -100,12 +100,15 @@ def hydrate_log(
                 again = data.draw(st.integers(0, 40), label="second copy delay")
                 in_flight.append((index + again, handoff))
 
-    def deliver(up_to: int) -> None:
-        for due, handoff in [item for item in in_flight if item[0] <= up_to]:
-            in_flight.remove((due, handoff))
-            step = hydrator.receive_handoff(states.get(handoff.new_key), handoff, 0)
-            states[handoff.new_key] = step.state
-            collect(step)
+    def deliver(up_to: float) -> None:
+        """Every handoff due by `up_to`, including those that delivering one sends on (a key
+        change unparked by its handoff may emit the next key change's handoff)."""
+        while due_now := [item for item in in_flight if item[0] <= up_to]:
+            for due, handoff in due_now:
+                in_flight.remove((due, handoff))
+                step = hydrator.receive_handoff(states.get(handoff.new_key), handoff, 0)
+                states[handoff.new_key] = step.state
+                collect(step)
 
     for index, rendered in enumerate(model.log):
         deliver(index)
@@ -115,7 +118,7 @@ def hydrate_log(
         states[key] = step.state
         collect(step)
     index = len(model.log) + 10
-    deliver(index)
+    deliver(float("inf"))  # the stream ends; every handoff in flight arrives
     assert not any(s is not None and s.is_parked for s in states.values())
     return outputs
 
