@@ -21,6 +21,7 @@ from hydrator.bootstrap.spark import bootstrap_topic_spec
 from hydrator.config import RunConfig
 from hydrator.engines.spark.checkpoint_dir import CheckpointDirectory, checkpoint_location
 from hydrator.engines.spark.clock import CatchUpGate, CatchUpListener, DowntimeLedger, ShippedGate
+from hydrator.engines.spark.failures import WorkerTemporaryFailure, temporary_failure_in
 from hydrator.engines.spark.metrics import SparkMetrics
 from hydrator.engines.spark.parked import parked_summary, stored_totals
 from hydrator.engines.spark.query import COUNTERS, OBSERVATION, QuerySpec, writer
@@ -217,7 +218,7 @@ class SparkEngine:
             return
         query = writer(spark, spec).trigger(processingTime=TRIGGER_INTERVAL).start()
         self._running(query)
-        query.awaitTermination()
+        _await(query)
 
     def _available_now(self, spark: SparkSession, spec: QuerySpec) -> None:
         """Drain inputs; handoffs written meanwhile need another run, and parked keys wait for
@@ -228,7 +229,7 @@ class SparkEngine:
         while not self._stop.is_set():
             query = writer(spark, spec).trigger(availableNow=True).start()
             self._running(query)
-            query.awaitTermination()
+            _await(query)
             run = observed(query)
             self._read.update(
                 records=sum(p.numInputRows for p in query.recentProgress),
@@ -291,6 +292,20 @@ class SparkEngine:
         self._query = query
         if self._stop.is_set():
             self._stop_query(query)
+
+
+def _await(query: StreamingQuery) -> None:
+    """Until the query ends; one a worker's temporary failure ended (a schema registry that
+    does not answer) ends the run as in the embedded engine, exit 75 (failures.py)."""
+    from pyspark.errors import StreamingQueryException
+
+    try:
+        query.awaitTermination()
+    except StreamingQueryException as exc:
+        found = temporary_failure_in(str(exc))
+        if found is None:
+            raise
+        raise WorkerTemporaryFailure(found) from None
 
 
 def _checked_client(kind: Any, config: Mapping[str, Any], properties: Mapping[str, str]) -> Any:
