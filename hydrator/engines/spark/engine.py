@@ -20,7 +20,13 @@ from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 from hydrator.bootstrap.spark import bootstrap_topic_spec
 from hydrator.config import RunConfig
 from hydrator.engines.spark.checkpoint_dir import CheckpointDirectory, checkpoint_location
-from hydrator.engines.spark.clock import CatchUpGate, CatchUpListener, DowntimeLedger, ShippedGate
+from hydrator.engines.spark.clock import (
+    CatchUpGate,
+    CatchUpListener,
+    DowntimeLedger,
+    ShippedGate,
+    closed_gate,
+)
 from hydrator.engines.spark.failures import WorkerTemporaryFailure, temporary_failure_in
 from hydrator.engines.spark.metrics import SparkMetrics
 from hydrator.engines.spark.parked import parked_summary, stored_totals
@@ -226,8 +232,15 @@ class SparkEngine:
         # A processing-time timeout makes every batch ask for a no-data batch after it, so an
         # AvailableNow query would never end; timeouts fire in batches with data (a tick) instead.
         spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")
+        in_flight = False
         while not self._stop.is_set():
-            query = writer(spark, spec).trigger(availableNow=True).start()
+            # Each link of a chain of key changes (A -> B -> C) takes a run: its handoff is
+            # read by the next. While the last run sent handoffs, none times out: a parked key
+            # whose handoff is on its way would otherwise be released unresolved when the
+            # chain's runs outlast --handoff-timeout (under load). Its timeout waits (closed
+            # gate, clock.py) for the first run after the handoffs stop.
+            run_spec = replace(spec, catch_up_gate=closed_gate()) if in_flight else spec
+            query = writer(spark, run_spec).trigger(availableNow=True).start()
             self._running(query)
             _await(query)
             run = observed(query)
@@ -237,7 +250,8 @@ class SparkEngine:
             )
             counts = {k: v for k, v in run.items() if v}
             log.info("available-now run: %s", counts, extra={"counts": counts})
-            if run["handoffs_sent"]:
+            in_flight = bool(run["handoffs_sent"])
+            if in_flight:
                 continue  # they are in the handoff topic now: another run applies them
             parked, deadline_ms = parked_summary(
                 spark, self.checkpoint, self.config.hydration.handoff_timeout_ms
