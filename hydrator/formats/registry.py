@@ -150,10 +150,10 @@ class SchemaRegistry:
 
 def _client_classes() -> tuple[Any, Any]:
     """confluent-kafka's SchemaRegistryClient and SchemaRegistryError, imported quietly:
-    authlib, which the client imports, warns of its own httpx module at every import (its
-    warning set to "always"), nothing a user can act on."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
+    authlib, which the client imports, warns of its own httpx module at every import (a filter
+    of its own makes that warning "always" shown), nothing a user can act on. Recorded warnings
+    are not shown."""
+    with warnings.catch_warnings(record=True):
         from confluent_kafka.schema_registry import SchemaRegistryClient
         from confluent_kafka.schema_registry.error import SchemaRegistryError
     return SchemaRegistryClient, SchemaRegistryError
