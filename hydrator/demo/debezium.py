@@ -207,8 +207,10 @@ def capture(
     schemas: bool = False,
     dsn: str = DSN,
     timeout_s: float = 60,
+    schema_registry_url: str | None = None,
 ) -> DebeziumCapture:
-    """Run the workload on both tables while Debezium streams them to the broker."""
+    """Run the workload on both tables while Debezium streams them to the broker (through Kafka
+    Connect's AvroConverter and that registry when `schema_registry_url` is given)."""
     import psycopg
 
     statements = workload(target_records)
@@ -216,7 +218,9 @@ def capture(
     with _database(dsn) as db_dsn:
         with psycopg.connect(db_dsn, autocommit=True) as conn:
             _create_tables(conn)
-        bridge = _Bridge(bootstrap_servers, db_dsn, topic_prefix, partitions, schemas)
+        bridge = _Bridge(
+            bootstrap_servers, db_dsn, topic_prefix, partitions, schemas, schema_registry_url
+        )
         with bridge:
             with psycopg.connect(db_dsn) as conn:
                 _register_hstore(conn)
@@ -300,6 +304,7 @@ class _Bridge:
     topic_prefix: str
     partitions: int
     schemas: bool
+    schema_registry_url: str | None = None
     slot: str = field(default_factory=lambda: f"hydrator_demo_{uuid.uuid4().hex[:10]}")
     produced: int = 0
     _error: BaseException | None = None
@@ -326,7 +331,7 @@ class _Bridge:
                 "message.max.bytes": 16 * 1024 * 1024,
             }
         )
-        self._serializer = connect.ConnectSerializer(self.schemas)
+        self._serializer = connect.ConnectSerializer(self.schemas, self.schema_registry_url)
         properties = {
             **shared_settings(),
             "name": self.slot,

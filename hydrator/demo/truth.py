@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -31,31 +31,56 @@ def payload(value: bytes | None) -> dict[str, Any] | None:
     return document
 
 
-def truth_from_twin(raw: Sequence[Consumed], twin: Sequence[Consumed]) -> dict[str, Any]:
+class Documents(Protocol):
+    """How the demo reads a topic's records: a value as its JSON document, a key canonically."""
+
+    def value(self, data: bytes | None) -> dict[str, Any] | None: ...
+
+    def key(self, data: bytes) -> str: ...
+
+
+class JsonDocuments:
+    """Kafka Connect's JsonConverter records (bare or in the schema envelope)."""
+
+    def value(self, data: bytes | None) -> dict[str, Any] | None:
+        return payload(data)
+
+    def key(self, data: bytes) -> str:
+        return canonical_key(data)
+
+
+JSON = JsonDocuments()
+
+
+def truth_from_twin(
+    raw: Sequence[Consumed], twin: Sequence[Consumed], documents: Documents = JSON
+) -> dict[str, Any]:
     """Pair each raw record with the twin's record of the same key and rank (every statement ran
     on both tables, so each key has the same history in both)."""
     twins: dict[str, list[Consumed]] = defaultdict(list)
     for record in sorted(twin, key=lambda r: (r.partition, r.offset)):
-        twins[_row_key(record)].append(record)
+        twins[_row_key(record, documents)].append(record)
     rank: dict[str, int] = defaultdict(int)
     truth: dict[str, Any] = {}
     for record in sorted(raw, key=lambda r: (r.partition, r.offset)):
-        key = _row_key(record)
+        key = _row_key(record, documents)
         events = twins.get(key, [])
         if rank[key] < len(events):
-            full = payload(events[rank[key]].value)
+            full = documents.value(events[rank[key]].value)
             truth[record.source] = None if full is None else {f: full.get(f) for f in COMPARED}
         rank[key] += 1
     return truth
 
 
-def _row_key(record: Consumed) -> str:
+def _row_key(record: Consumed, documents: Documents) -> str:
     # every record of a Debezium table topic, tombstones too, is keyed by the row's primary key
     assert record.key is not None
-    return canonical_key(record.key)
+    return documents.key(record.key)
 
 
-def mismatches(enriched: Sequence[Consumed], truth: Truth) -> list[str]:
+def mismatches(
+    enriched: Sequence[Consumed], truth: Truth, documents: Documents = JSON
+) -> list[str]:
     """Every difference between the hydrated records and their truth, plus raw records that
     produced no output (they must all come out: none is expected to be dropped here)."""
     problems: list[str] = []
@@ -67,7 +92,7 @@ def mismatches(enriched: Sequence[Consumed], truth: Truth) -> list[str]:
         if source not in truth:
             problems.append(f"{source}: no truth for this record")
             continue
-        want, got = truth[source], payload(record.value)
+        want, got = truth[source], documents.value(record.value)
         if want is None or got is None:
             if want is not got:
                 problems.append(f"{source}: tombstone on one side only")

@@ -311,6 +311,9 @@ def _json_ready(document: Any) -> Any:
     return document
 
 
+json_ready = _json_ready  # for readers that show decoded records as JSON (the demo)
+
+
 def _nothing_missing(_image: dict[str, Any]) -> tuple[str, ...]:
     return ()
 

@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -85,12 +86,57 @@ def test_demo_with_a_generated_feed_of_another_source(source: str) -> None:
         assert shown in done.stdout, shown
 
 
-def test_schemas_with_a_feed_that_has_no_schema_envelope_is_a_usage_error() -> None:
+@pytest.mark.parametrize("source", ["cockroachdb", "avro"])
+def test_schemas_with_a_source_that_has_no_schema_envelope_is_a_usage_error(source: str) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "hydrator.cli", "demo", "--source", "cockroachdb", "--schemas"],
+        [sys.executable, "-m", "hydrator.cli", "demo", "--source", source, "--schemas"],
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert done.returncode == 2
     assert "--schemas" in done.stderr
+
+
+def _without_java() -> dict[str, str]:
+    """The environment of a machine without Java: the demo falls back to the generated stream."""
+    return {**os.environ, "PATH": str(Path(sys.executable).parent)}
+
+
+@pytest.mark.parametrize("debezium", ["real", "generated"])
+def test_demo_with_avro_and_the_demos_schema_registry(debezium: str) -> None:
+    """`hydrator demo --source avro`: real Debezium through Kafka Connect's AvroConverter (or,
+    without Java, the generated stream in the same framing), the demo's in-memory registry,
+    every enriched record checked against the full rows and its input's schema id."""
+    from hydrator.demo.debezium import unavailable_reason
+
+    if debezium == "real" and (reason := unavailable_reason()) is not None:
+        pytest.skip(f"real Debezium cannot run here: {reason}")
+    done = subprocess.run(
+        [sys.executable, "-m", "hydrator.cli", "demo", "--source", "avro", "--events", "300"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={
+            **(os.environ if debezium == "real" else _without_java()),
+            "PYTHONUNBUFFERED": "1",
+            "COLUMNS": "140",
+        },
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    source = "real Debezium" if debezium == "real" else "a generated Debezium Postgres stream"
+    assert f"source: {source}" in done.stdout
+    assert "schema registry: the demo's in-memory Confluent-compatible one" in done.stdout
+    match = COUNTS.search(done.stdout)
+    assert match, done.stdout
+    events, filled, unresolved, dead = map(int, match.groups())
+    assert events >= 300 and filled > events
+    assert (unresolved, dead) == (0, 0)
+    assert "every enriched value framed with its input's schema id" in done.stdout
+    assert (
+        f"checked {events} enriched records against the REPLICA IDENTITY FULL truth: "
+        "all equal" in done.stdout
+    )
+    for shown in ("An UPDATE", "A primary-key change", "A DELETE", "<- filled"):
+        assert shown in done.stdout
+    assert "DeprecationWarning" not in done.stderr, done.stderr

@@ -1,6 +1,6 @@
 """The real-Debezium oracle in the envelopes of issue 28 (docs/formats.md): Avro through a
 schema registry (Kafka Connect's AvroConverter, the in-memory Confluent-compatible registry of
-tests/harness/schema_registry.py), flattened rows (Debezium's ExtractNewRecordState SMT,
+hydrator/demo/schema_registry.py), flattened rows (Debezium's ExtractNewRecordState SMT,
 `add.fields=op,lsn,source.sequence`, deletes rewritten), and both together.
 
 One Debezium run feeds every envelope from the same changes, with `ALTER TABLE ... ADD COLUMN`
@@ -22,13 +22,13 @@ import pytest
 
 from hydrator.core import Hydrator
 from hydrator.core.records import HEADER_SOURCE, HEADER_UNRESOLVED
+from hydrator.demo.schema_registry import InMemorySchemaRegistry
 from hydrator.formats import FormatOptions, codec_for
 from tests.harness import envelopes, oracle
 from tests.harness.hydrator_process import run_args, run_to_completion
 from tests.harness.kafka import Broker
 from tests.harness.oracle import TwinCapture, TwinTables, Workload
 from tests.harness.postgres import PgDatabase
-from tests.harness.schema_registry import InMemorySchemaRegistry
 from tests.harness.topics import read_topic
 
 pytestmark = pytest.mark.integration

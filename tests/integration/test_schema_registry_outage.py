@@ -1,11 +1,12 @@
 """A schema registry that goes away mid-run (docs/formats.md, "Avro with a schema registry").
 
-The embedded engine hydrates Avro records whose schema it has cached; then the registry stops
-and records with a new schema id arrive (a column was added). The engine retries for
-`--schema-registry-timeout`, then exits 75 for a supervisor to start it again; no record becomes
-a dead letter for it. Started again once the registry is back, it resumes from what it
-committed and hydrates every record; each copy of an output (a batch the exit cut short may be
-written again on Tansu) is identical.
+Each engine hydrates Avro records whose schema it has cached; then the registry stops and
+records with a new schema id arrive (a column was added). The engine retries for
+`--schema-registry-timeout`, then exits 75 for a supervisor to start it again (on Spark the
+failure is raised in a Python worker and told apart at the driver); no record becomes a dead
+letter for it. Started again once the registry is back, it resumes from what it committed (the
+embedded engine's transaction, Spark's checkpoint) and hydrates every record; each copy of an
+output (a batch the exit cut short may be written again) is identical.
 """
 
 from __future__ import annotations
@@ -20,11 +21,11 @@ from typing import Any
 import pytest
 
 from hydrator.core.records import HEADER_SOURCE
+from hydrator.demo.schema_registry import InMemorySchemaRegistry
 from hydrator.engines.embedded.watchdog import EXIT_TEMPORARY
 from hydrator.formats.avro import schema_id_of
 from tests.harness.hydrator_process import HydratorProcess, run_args, run_to_completion
 from tests.harness.kafka import Broker
-from tests.harness.schema_registry import InMemorySchemaRegistry
 from tests.harness.topics import create_topic, produce, read_topic
 from tests.support import avro_model as am
 
@@ -65,11 +66,34 @@ def _records(
     return out
 
 
+def _engine_args(
+    engine: str, bootstrap: str, app: str, topic: str, state_dir: Path, *extra: str
+) -> tuple[list[str], str]:
+    """`hydrator run` arguments for `engine`, and the output topic they write."""
+    if engine == "spark":
+        from tests.integration.test_spark_engine import spark_args
+
+        return spark_args(bootstrap, app, [topic], state_dir, *extra), f"{topic}.hydrated"
+    args = run_args(
+        bootstrap,
+        app,
+        [topic],
+        state_dir,
+        *extra,
+        "--commit-interval",
+        "50ms",
+        *FAST_GROUP,
+        output_suffix=".out",
+    )
+    return args, f"{topic}.out"
+
+
+@pytest.mark.parametrize("engine", ["embedded", "spark"])
 def test_a_registry_outage_stops_the_run_for_a_restart_and_loses_nothing(
-    kafka_broker: Broker, registry: InMemorySchemaRegistry, tmp_path: Path
+    kafka_broker: Broker, registry: InMemorySchemaRegistry, tmp_path: Path, engine: str
 ) -> None:
     bootstrap = kafka_broker.bootstrap_servers
-    topic = f"sr-outage-{uuid.uuid4().hex[:6]}"
+    topic = f"sr-outage-{engine}-{uuid.uuid4().hex[:6]}"
     app = f"{topic}-app"
     create_topic(bootstrap, topic, 2)
     key_id = registry.register(f"{topic}-key", json.dumps(am.KEY_SCHEMA))
@@ -82,41 +106,39 @@ def test_a_registry_outage_stops_the_run_for_a_restart_and_loses_nothing(
     later_id = registry.register(f"{topic}-value", json.dumps(later_schema))
     produce(bootstrap, topic, _records(first_schema, first_id, key_id, "c", 100, "full text"))
 
-    args = run_args(
+    args, output = _engine_args(
+        engine,
         bootstrap,
         app,
-        [topic],
-        tmp_path,
+        topic,
+        tmp_path / "state",
         "--schema-registry-url",
         registry.url,
         "--schema-registry-timeout",
         "4s",
-        "--commit-interval",
-        "50ms",
-        *FAST_GROUP,
-        output_suffix=".out",
     )
-    engine = HydratorProcess(args, tmp_path / "run.log")
+    run = HydratorProcess(args, tmp_path / "run.log")
     try:
-        engine.wait_for_log(r"records [1-9]\d*", timeout_s=90)
+        run.wait_for_log(r"records [1-9]\d*", timeout_s=300)
         registry.stop()
         # updates in the new schema: TOASTed text unchanged (the placeholder)
         produce(bootstrap, topic, _records(later_schema, later_id, key_id, "u", 1000, P))
-        code = engine.wait(120)
+        code = run.wait(180)
     finally:
-        if engine.process is not None and engine.process.poll() is None:
-            engine.kill()
-    assert code == EXIT_TEMPORARY, engine.log[-3000:]
-    assert "schema registry at" in engine.log and "does not answer" in engine.log
+        if run.process is not None and run.process.poll() is None:
+            run.kill()
+    assert code == EXIT_TEMPORARY, run.log[-3000:]
+    assert "schema registry at" in run.log and "does not answer" in run.log
+    assert "Error: " in run.log and "did not answer within 4 s" in run.log, run.log[-3000:]
     assert read_topic(bootstrap, f"{app}-dlq") == [], "an outage is never a dead letter"
 
     registry.start()  # the same port, the same schemas
-    done = run_to_completion([*args, "--available-now"], timeout_s=180)
+    done = run_to_completion([*args, "--available-now"], timeout_s=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert read_topic(bootstrap, f"{app}-dlq") == []
 
     copies: dict[str, set[bytes | None]] = defaultdict(set)
-    for out in read_topic(bootstrap, f"{topic}.out"):
+    for out in read_topic(bootstrap, output):
         copies[out.header(HEADER_SOURCE).decode()].add(out.value)
     assert len(copies) == 2 * KEYS, "every input record hydrated"
     assert all(len(values) == 1 for values in copies.values()), "copies are identical"

@@ -17,12 +17,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hydrator.core import DeadLetter, Hydrator, RawRecord
+from hydrator.demo.schema_registry import InMemorySchemaRegistry
 from hydrator.events import Unavailable
 from hydrator.formats import FormatOptions, codec_for
 from hydrator.formats.avro import schema_id_of
 from hydrator.formats.flat import columns
 from hydrator.formats.placeholders import PlaceholderForms
-from tests.harness.schema_registry import InMemorySchemaRegistry
 from tests.support import avro_model as am
 from tests.support.core import engine_step
 from tests.support.debezium_model import DebeziumModel, Rendered

@@ -20,7 +20,7 @@ PARTITIONS = 3
 
 def test_every_feed_is_a_demo_source() -> None:
     assert set(FEEDS) <= set(SOURCES)
-    assert set(SOURCES) - set(FEEDS) == {"auto", "debezium", "generated"}
+    assert set(SOURCES) - set(FEEDS) == {"auto", "debezium", "generated", "avro"}
 
 
 @pytest.mark.parametrize("name", sorted(FEEDS))

@@ -255,6 +255,12 @@ def shipped_files_dir() -> str | None:
         return None
 
 
+def closed_gate() -> tuple[str, str]:
+    """A gate no file opens: a query given it fires no timeout (each re-arms for what remains)."""
+    run = uuid.uuid4().hex
+    return f"hydrator-closed-{run}", run
+
+
 def gate_is_open(name: str, run: str) -> bool:
     """Whether the driver has opened the gate of engine run `run` (shipped as file `name`). A
     missing file counts as closed: timeouts then wait, which is never wrong, only late."""

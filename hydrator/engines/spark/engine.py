@@ -20,7 +20,14 @@ from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 from hydrator.bootstrap.spark import bootstrap_topic_spec
 from hydrator.config import RunConfig
 from hydrator.engines.spark.checkpoint_dir import CheckpointDirectory, checkpoint_location
-from hydrator.engines.spark.clock import CatchUpGate, CatchUpListener, DowntimeLedger, ShippedGate
+from hydrator.engines.spark.clock import (
+    CatchUpGate,
+    CatchUpListener,
+    DowntimeLedger,
+    ShippedGate,
+    closed_gate,
+)
+from hydrator.engines.spark.failures import WorkerTemporaryFailure, temporary_failure_in
 from hydrator.engines.spark.metrics import SparkMetrics
 from hydrator.engines.spark.parked import parked_summary, stored_totals
 from hydrator.engines.spark.query import COUNTERS, OBSERVATION, QuerySpec, writer
@@ -217,7 +224,7 @@ class SparkEngine:
             return
         query = writer(spark, spec).trigger(processingTime=TRIGGER_INTERVAL).start()
         self._running(query)
-        query.awaitTermination()
+        _await(query)
 
     def _available_now(self, spark: SparkSession, spec: QuerySpec) -> None:
         """Drain inputs; handoffs written meanwhile need another run, and parked keys wait for
@@ -225,10 +232,17 @@ class SparkEngine:
         # A processing-time timeout makes every batch ask for a no-data batch after it, so an
         # AvailableNow query would never end; timeouts fire in batches with data (a tick) instead.
         spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")
+        in_flight = False
         while not self._stop.is_set():
-            query = writer(spark, spec).trigger(availableNow=True).start()
+            # Each link of a chain of key changes (A -> B -> C) takes a run: its handoff is
+            # read by the next. While the last run sent handoffs, none times out: a parked key
+            # whose handoff is on its way would otherwise be released unresolved when the
+            # chain's runs outlast --handoff-timeout (under load). Its timeout waits (closed
+            # gate, clock.py) for the first run after the handoffs stop.
+            run_spec = replace(spec, catch_up_gate=closed_gate()) if in_flight else spec
+            query = writer(spark, run_spec).trigger(availableNow=True).start()
             self._running(query)
-            query.awaitTermination()
+            _await(query)
             run = observed(query)
             self._read.update(
                 records=sum(p.numInputRows for p in query.recentProgress),
@@ -236,7 +250,8 @@ class SparkEngine:
             )
             counts = {k: v for k, v in run.items() if v}
             log.info("available-now run: %s", counts, extra={"counts": counts})
-            if run["handoffs_sent"]:
+            in_flight = bool(run["handoffs_sent"])
+            if in_flight:
                 continue  # they are in the handoff topic now: another run applies them
             parked, deadline_ms = parked_summary(
                 spark, self.checkpoint, self.config.hydration.handoff_timeout_ms
@@ -291,6 +306,20 @@ class SparkEngine:
         self._query = query
         if self._stop.is_set():
             self._stop_query(query)
+
+
+def _await(query: StreamingQuery) -> None:
+    """Until the query ends; one a worker's temporary failure ended (a schema registry that
+    does not answer) ends the run as in the embedded engine, exit 75 (failures.py)."""
+    from pyspark.errors import StreamingQueryException
+
+    try:
+        query.awaitTermination()
+    except StreamingQueryException as exc:
+        found = temporary_failure_in(str(exc))
+        if found is None:
+            raise
+        raise WorkerTemporaryFailure(found) from None
 
 
 def _checked_client(kind: Any, config: Mapping[str, Any], properties: Mapping[str, str]) -> Any:

@@ -1,8 +1,9 @@
-"""A Confluent-compatible schema registry that keeps its schemas in memory, for tests.
+"""A Confluent-compatible schema registry that keeps its schemas in memory, in-process, for
+`hydrator demo --source avro` and the tests; not for production (use a real registry there).
 
 No schema registry installs from the package registries this project reaches (docs/testing.md
-says which were tried), so this answers the REST calls the two clients in play make, as
-Confluent Schema Registry answers them:
+says which were tried), so this answers, on a loopback port, the REST calls the two clients in
+play make, as Confluent Schema Registry answers them:
 
 * Kafka Connect's AvroConverter (Java, kafka-schema-registry-client 7.0): register a version
   (`POST /subjects/{subject}/versions`), look a schema up in a subject (`POST
@@ -19,7 +20,6 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -165,12 +165,12 @@ class InMemorySchemaRegistry:
             subject = m.group(1)
             ids = self.subjects.get(subject)
             if method == "POST":  # is this schema registered under the subject?
-                schema_id = self.ids.get(_normal(body["schema"]))
+                known = self.ids.get(_normal(body["schema"]))
                 if not ids:
                     return 404, {"error_code": 40401, "message": f"Subject '{subject}' not found."}
-                if schema_id not in ids:
+                if known is None or known not in ids:
                     return 404, {"error_code": 40403, "message": "Schema not found"}
-                return 200, self._version(subject, ids.index(schema_id))
+                return 200, self._version(subject, ids.index(known))
             if method == "DELETE" and ids is not None:
                 del self.subjects[subject]
                 return 200, list(range(1, len(ids) + 1))
@@ -197,12 +197,3 @@ class InMemorySchemaRegistry:
         if found["schemaType"] != "AVRO":
             answer["schemaType"] = found["schemaType"]
         return answer
-
-
-def running_registry() -> Iterator[InMemorySchemaRegistry]:
-    """A registry on a free loopback port for the duration of a fixture."""
-    registry = InMemorySchemaRegistry().start()
-    try:
-        yield registry
-    finally:
-        registry.stop()
