@@ -17,19 +17,10 @@ for (`__op`, `__lsn`, `__source_ts_ms`, ...) and `__deleted` under
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hydrator import exact
-from hydrator.events import (
-    BadInput,
-    ChangeEvent,
-    InvalidKey,
-    Op,
-    Passthrough,
-    Patch,
-    RawRecord,
-    Read,
-)
+from hydrator.events import BadInput, ChangeEvent, InvalidKey, Op, Passthrough, Patch, Read
 from hydrator.formats import values
 from hydrator.formats.debezium import (
     JSON_KEYS,
@@ -43,6 +34,9 @@ from hydrator.formats.debezium import (
 )
 from hydrator.formats.keys import canonical_key
 from hydrator.formats.placeholders import PlaceholderForms
+
+if TYPE_CHECKING:
+    from hydrator.events import RawRecord
 
 PREFIX = "__"
 DELETED = "__deleted"

@@ -3,15 +3,8 @@ once and then processed."""
 
 from __future__ import annotations
 
-from hydrator.core import (
-    DeadLetter,
-    HydrationSettings,
-    Hydrator,
-    RawRecord,
-    Read,
-    Transition,
-    rejected,
-)
+from hydrator.core import DeadLetter, HydrationSettings, Hydrator, RawRecord, Transition, rejected
+from hydrator.events import Read
 from hydrator.formats import FormatOptions, codec_for
 from state.record import StateRecord
 

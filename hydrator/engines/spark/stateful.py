@@ -36,18 +36,12 @@ from pyspark.sql.types import (
 )
 
 from hydrator.bootstrap import images
-from hydrator.core import (
-    DeadLetter,
-    HydrationSettings,
-    Hydrator,
-    RawRecord,
-    Read,
-    Transition,
-)
+from hydrator.core import DeadLetter, HydrationSettings, Hydrator, RawRecord, Transition
 from hydrator.core.counters import counters_of
 from hydrator.core.hydrator import failure_reason, read_handoff, rejected
 from hydrator.engines.spark.clock import gate_is_open
 from hydrator.engines.spark.kafka_sink import pack_records
+from hydrator.events import Read
 from hydrator.formats import FormatOptions, codec_for
 from hydrator.topology.emit import KafkaRecord, TopicWriter, emit
 from hydrator.topology.layout import Topology
