@@ -87,7 +87,7 @@ def format_failure(codec: Codec, read: Read, exc: BaseException) -> str:
     return failure_reason(exc, f"{format_label(codec, read)}: ")
 
 
-def read_of(record: RawRecord | Read) -> Read:
+def _read_of(record: RawRecord | Read) -> Read:
     """The Read of `record`: engines pass the one they made, so `route` and `process` share it;
     a bare RawRecord (tools, tests, a parked record replayed) gets a Read of its own."""
     return record if isinstance(record, Read) else Read(record)
@@ -120,7 +120,7 @@ class Hydrator:
         """The canonical key the record's state lives under (the codec's `key`); None for a
         record without identity (it is hydrated statelessly); a DeadLetter when the key cannot
         be decoded or the record is over the size limit. Hand `process` the same Read."""
-        read = read_of(record)
+        read = _read_of(record)
         try:
             oversize = self._oversize(read.record)
             if oversize is not None:
@@ -146,7 +146,7 @@ class Hydrator:
         that cannot be applied is a dead letter, whatever it raised. `reselected`: values read
         from the source for columns of this record that nothing else can fill
         (core/reselect.py)."""
-        read = read_of(record)
+        read = _read_of(record)
         try:
             return self._process(state, read, key, now_ms, reselected)
         except _PASSED_THROUGH:

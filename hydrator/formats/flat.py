@@ -17,10 +17,10 @@ for (`__op`, `__lsn`, `__source_ts_ms`, ...) and `__deleted` under
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hydrator import exact
-from hydrator.events import BadInput, ChangeEvent, InvalidKey, Op, Passthrough, Patch, Read
+from hydrator.events import BadInput, ChangeEvent, InvalidKey, Op, Patch, RawRecord, Read
 from hydrator.formats import values
 from hydrator.formats.debezium import (
     JSON_KEYS,
@@ -34,9 +34,6 @@ from hydrator.formats.debezium import (
 )
 from hydrator.formats.keys import canonical_key
 from hydrator.formats.placeholders import PlaceholderForms
-
-if TYPE_CHECKING:
-    from hydrator.events import RawRecord
 
 PREFIX = "__"
 DELETED = "__deleted"
@@ -84,7 +81,7 @@ class FlatCodec:
     def accepts(self, document: Any) -> bool:
         return is_flat(document)
 
-    def decode(self, read: Read) -> ChangeEvent | Passthrough:
+    def decode(self, read: Read) -> ChangeEvent:  # a tombstone is a delete: none passes
         record = read.record
         if record.value is None:
             return self.decode_row(record, None, None, _no_missing)
