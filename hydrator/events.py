@@ -1,7 +1,7 @@
 """The format boundary: what a codec reads (a Kafka record, through the Read both its `key` and
 its `decode` take), what it hands the core (a neutral ChangeEvent) and what the core hands back
-for it to render (a Patch). Nothing here imports from
-the rest of the package: codecs, the core, state and engines all build on this module.
+for it to render (a Patch). Nothing here imports from the rest of the package: codecs, the core,
+state and engines all build on this module.
 
 Adding a format (docs/formats.md) is one module implementing `Codec` under `hydrator/formats/`,
 one entry in the registry (`hydrator/formats/__init__.py`) and its tests. The core never looks
