@@ -1,6 +1,7 @@
-"""The format boundary: what a codec reads (a Kafka record), what it hands the core (a neutral
-ChangeEvent) and what the core hands back for it to render (a Patch). Nothing here imports from
-the rest of the package: codecs, the core, state and engines all build on this module.
+"""The format boundary: what a codec reads (a Kafka record, through the Read both its `key` and
+its `decode` take), what it hands the core (a neutral ChangeEvent) and what the core hands back
+for it to render (a Patch). Nothing here imports from the rest of the package: codecs, the core,
+state and engines all build on this module.
 
 Adding a format (docs/formats.md) is one module implementing `Codec` under `hydrator/formats/`,
 one entry in the registry (`hydrator/formats/__init__.py`) and its tests. The core never looks
@@ -78,6 +79,25 @@ class RawRecord:
         return cls(
             topic, partition, offset, key, value, tuple((name, val) for name, val in headers), ts
         )
+
+
+@dataclass(slots=True)
+class Read:
+    """One input record as its codec reads it. An engine makes one per record and hands that
+    one to `Hydrator.route` and then to `Hydrator.process`, so the codec's `key` and `decode`
+    take the same Read: whatever one of them parsed of the value is there for the other, and the
+    value is parsed at most once per record, by whichever step needs it first
+    (hydrator.formats.values). Nothing outlives the record's step: no cache keyed by records.
+
+    `document` is the value as JSON once `parsed` (`decimals`: read with fractions as Decimals,
+    hydrator.exact); `chosen` is the codec that a codec choosing per record (`auto`) chose for
+    this one. Only codecs write these fields."""
+
+    record: RawRecord
+    document: Any = None
+    parsed: bool = False
+    decimals: bool = False
+    chosen: Codec | None = None
 
 
 class Op(StrEnum):
@@ -180,10 +200,11 @@ class Patch:
 
 
 class Codec(Protocol):
-    """One envelope format. Every method may raise for what a record holds: the core turns any
-    exception from `key` and `decode` into a dead letter whose reason is
-    `<ExceptionType>: <message>`, so raise BadInput (InvalidKey for a key) with a message that
-    says what is wrong."""
+    """One envelope format. `key` and `decode` take the record's Read (read its value through
+    hydrator.formats.values, so the two share one parse). Every method may raise for what a
+    record holds: the core turns any exception from `key` and `decode` into a dead letter whose
+    reason is `<ExceptionType>: <message>`, so raise BadInput (InvalidKey for a key) with a
+    message that says what is wrong."""
 
     name: str
     key_in_record_key: bool
@@ -194,14 +215,14 @@ class Codec(Protocol):
         """Whether a parsed value looks like this format (for `--format auto`)."""
         ...
 
-    def key(self, record: RawRecord) -> str | None:
+    def key(self, read: Read) -> str | None:
         """The canonical key the record's state lives under (one spelling per row, valid UTF-8:
         engines build store keys and shuffle groups from it); None for a record without identity
         (hydrated statelessly: barriers, keyless records). Computed once per record, by the
-        engine, before `decode`."""
+        engine, before `decode`, with the Read `decode` then takes."""
         ...
 
-    def decode(self, record: RawRecord) -> ChangeEvent | Passthrough:
+    def decode(self, read: Read) -> ChangeEvent | Passthrough:
         """The record as a neutral change event, or Passthrough for one forwarded unchanged."""
         ...
 

@@ -17,7 +17,7 @@ from hydrator.bootstrap import images
 from hydrator.bootstrap.embedded import BootstrapRefused
 from hydrator.bootstrap.postgres import TableError, read_table
 from hydrator.bootstrap.topics import group_is_active, read_to_end
-from hydrator.events import ChangeEvent, Codec, RawRecord
+from hydrator.events import ChangeEvent, Codec, RawRecord, Read
 from hydrator.formats.keys import canonical
 from hydrator.kafka.client_config import ClientSettings
 from hydrator.postgres.debezium_values import ConnectorSettings, UnsupportedColumn
@@ -241,8 +241,9 @@ def _event(codec: Codec, raw: RawRecord) -> tuple[str, ChangeEvent] | None:
     """The record's canonical key and change; None for one without either (tombstones, bad
     records)."""
     try:
-        key = codec.key(raw)
-        decoded = codec.decode(raw)
+        read = Read(raw)  # one parse for both
+        key = codec.key(read)
+        decoded = codec.decode(read)
     except Exception as exc:  # whatever the record holds: skipped, counted
         log.debug("skipped %s: %s", raw.source, exc)
         return None

@@ -4,7 +4,7 @@ only through the Codec it is given (hydrator.events)."""
 from hydrator.core.hydrator import Hydrator, rejected
 from hydrator.core.records import DeadLetter, OutputRecord, Transition
 from hydrator.core.settings import HydrationSettings, OnStale, OnUnresolved, UnresolvedColumnsError
-from hydrator.events import RawRecord
+from hydrator.events import RawRecord, Read
 from state.handoff import Handoff
 
 __all__ = [
@@ -16,6 +16,7 @@ __all__ = [
     "OnUnresolved",
     "OutputRecord",
     "RawRecord",
+    "Read",
     "Transition",
     "UnresolvedColumnsError",
     "rejected",

@@ -1,9 +1,10 @@
 """The core's entry point for engines: pure steps over (state record, input) -> Transition.
 
 An engine is given a Hydrator built with the run's codec (hydrator.formats.codec_for). Its loop
-is: `key = hydrator.route(record)` (once per record: the codec's canonical key); a DeadLetter
-goes out as `rejected(key)`; otherwise load the state record for `(record.topic, key)` (no state
-for a None key), `t = hydrator.process(state, record, key, now_ms)`; store `t.state`, write
+is: `read = Read(record)`, `key = hydrator.route(read)` (once per record: the codec's canonical
+key); a DeadLetter goes out as `rejected(key)`; otherwise load the state record for
+`(record.topic, key)` (no state for a None key), `t = hydrator.process(state, read, key, now_ms)`
+with the same Read, so the codec parses the value once for both; store `t.state`, write
 `t.emitted` to the output topic (same partition), `t.handoffs` to the handoff topic, `t.dead` to
 the DLQ. Handoffs read back go through `receive_handoff`; `tick` applies timeouts.
 
@@ -46,6 +47,7 @@ from hydrator.events import (
     Op,
     Passthrough,
     RawRecord,
+    Read,
     Unavailable,
 )
 from state.errors import StorageError
@@ -68,21 +70,27 @@ def failure_reason(exc: BaseException, prefix: str = "") -> str:
     return reason if len(reason) <= REASON_CHARS else reason[: REASON_CHARS - 3] + "..."
 
 
-def format_label(codec: Codec, record: RawRecord) -> str:
+def format_label(codec: Codec, read: Read) -> str:
     """The format a dead letter's reason names: the codec's, or what a codec that chooses per
-    record (`auto`) says of this one (`format_label(record)`, optional)."""
+    record (`auto`) says of this one (`format_label(read)`, optional)."""
     label = getattr(codec, "format_label", None)
     if label is None:
         return codec.name
     try:
-        return str(label(record))
+        return str(label(read))
     except Exception:
         return codec.name
 
 
-def format_failure(codec: Codec, record: RawRecord, exc: BaseException) -> str:
+def format_failure(codec: Codec, read: Read, exc: BaseException) -> str:
     """A dead letter's reason for a record the format could not take: the format first."""
-    return failure_reason(exc, f"{format_label(codec, record)}: ")
+    return failure_reason(exc, f"{format_label(codec, read)}: ")
+
+
+def _read_of(record: RawRecord | Read) -> Read:
+    """The Read of `record`: engines pass the one they made, so `route` and `process` share it;
+    a bare RawRecord (tools, tests, a parked record replayed) gets a Read of its own."""
+    return record if isinstance(record, Read) else Read(record)
 
 
 def read_handoff(record: RawRecord) -> Handoff | DeadLetter:
@@ -108,49 +116,54 @@ class Hydrator:
 
     # -- routing -------------------------------------------------------------------------------
 
-    def route(self, record: RawRecord) -> str | DeadLetter | None:
+    def route(self, record: RawRecord | Read) -> str | DeadLetter | None:
         """The canonical key the record's state lives under (the codec's `key`); None for a
         record without identity (it is hydrated statelessly); a DeadLetter when the key cannot
-        be decoded or the record is over the size limit."""
+        be decoded or the record is over the size limit. Hand `process` the same Read."""
+        read = _read_of(record)
         try:
-            oversize = self._oversize(record)
+            oversize = self._oversize(read.record)
             if oversize is not None:
                 return oversize
-            return self.codec.key(record)
+            return self.codec.key(read)
         except _PASSED_THROUGH:
             raise
         except Exception as exc:  # whatever the key holds, it is this record's fault
-            return DeadLetter(record, format_failure(self.codec, record, exc))
+            return DeadLetter(read.record, format_failure(self.codec, read, exc))
 
     # -- records -------------------------------------------------------------------------------
 
     def process(
         self,
         state: StateRecord | None,
-        record: RawRecord,
+        record: RawRecord | Read,
         key: str | None,
         now_ms: int,
         reselected: Reselected | None = None,
     ) -> Transition:
         """Apply one input record to its key's state (`key` is what `route` gave: the key of
-        `state`, None for a stateless record); a record that cannot be applied is a dead letter,
-        whatever it raised. `reselected`: values read from the source for columns of this
-        record that nothing else can fill (core/reselect.py)."""
+        `state`, None for a stateless record; `record` the Read `route` was given); a record
+        that cannot be applied is a dead letter, whatever it raised. `reselected`: values read
+        from the source for columns of this record that nothing else can fill
+        (core/reselect.py)."""
+        read = _read_of(record)
         try:
-            return self._process(state, record, key, now_ms, reselected)
+            return self._process(state, read, key, now_ms, reselected)
         except _PASSED_THROUGH:
             raise
         except Exception as exc:
-            return rejected(DeadLetter(record, format_failure(self.codec, record, exc)), state)
+            dead = DeadLetter(read.record, format_failure(self.codec, read, exc))
+            return rejected(dead, state)
 
     def _process(
         self,
         state: StateRecord | None,
-        record: RawRecord,
+        read: Read,
         key: str | None,
         now_ms: int,
         reselected: Reselected | None = None,
     ) -> Transition:
+        record = read.record
         oversize = self._oversize(record)
         if oversize is not None:
             return rejected(oversize, state)
@@ -158,7 +171,7 @@ class Hydrator:
             if _already_parked(state, record):
                 return Transition(state, counts={"redelivered_parked": 1})
             return self._park(state, record)
-        decoded = self.codec.decode(record)  # BadInput and the rest: see process()
+        decoded = self.codec.decode(read)  # BadInput and the rest: see process()
         if isinstance(decoded, Passthrough):
             return Transition(
                 state, emitted=(_output(record, record.value),), counts={"passthrough": 1}

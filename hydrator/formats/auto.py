@@ -6,8 +6,9 @@ it and renders its patch. Detection is per record, so one run may read topics of
 formats (and a topic may mix them). Where two formats' shapes overlap, the order decides, and
 the registry says why it is safe (docs/formats.md, "Telling formats apart").
 
-The value is parsed once per record: detection, the chosen codec's `key` and its `decode` share
-the document through hydrator.formats.values.
+The value is parsed once per record: detection reads it through the record's Read
+(hydrator.formats.values), the Read remembers the codec chosen, and that codec's `key` and
+`decode` take the same Read, so they find the document detection parsed.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from hydrator.events import BadInput, ChangeEvent, Codec, Passthrough, Patch, RawRecord
+from hydrator.events import BadInput, ChangeEvent, Codec, Passthrough, Patch, Read
 from hydrator.formats import values
 from hydrator.formats.keys import canonical_key
 
@@ -55,12 +56,21 @@ class AutoCodec:
                 return codec
         raise BadInput(f"no format takes this value: {_describe(document)}")
 
-    def format_label(self, record: RawRecord) -> str:
+    def chosen(self, read: Read) -> Codec:
+        """The codec of the record's format: detected from its parsed value, once per Read."""
+        codec = read.chosen
+        if codec is None:
+            codec = read.chosen = self.detect(values.document(read))
+        return codec
+
+    def format_label(self, read: Read) -> str:
         """What a dead letter's reason says of the format: `auto (cockroachdb)` for a record
         detected as one, `auto (tried cassandra, debezium, ...)` for one none takes."""
-        if record.value is not None:
+        if read.chosen is not None:
+            return f"auto ({read.chosen.name})"
+        if read.record.value is not None:
             try:
-                document = values.peek(record)
+                document = values.document(read)
             except Exception:
                 document = None
             else:
@@ -69,19 +79,20 @@ class AutoCodec:
                         return f"auto ({codec.name})"
         return f"auto (tried {self._tried})"
 
-    def key(self, record: RawRecord) -> str | None:
+    def key(self, read: Read) -> str | None:
         """The detected format's key. A Kafka tombstone has no value to tell its format by: its
         key is the Kafka key read as Debezium reads it, so it stays in line behind the records
         of its key (null for YDB, whose Kafka keys are null: passed through at once)."""
+        record = read.record
         if record.value is None:
             return None if record.key is None else canonical_key(record.key)
-        return self.detect(values.peek(record)).key(record)
+        return self.chosen(read).key(read)
 
-    def decode(self, record: RawRecord) -> ChangeEvent | Passthrough:
-        if record.value is None:
+    def decode(self, read: Read) -> ChangeEvent | Passthrough:
+        if read.record.value is None:
             return Passthrough("kafka tombstone")
-        codec = self.detect(values.peek(record))
-        decoded = codec.decode(record)
+        codec = self.chosen(read)
+        decoded = codec.decode(read)
         if isinstance(decoded, ChangeEvent):
             decoded.envelope = _Detected(codec, decoded.envelope)
         return decoded

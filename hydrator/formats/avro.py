@@ -30,7 +30,7 @@ from hydrator.events import (
     InvalidKey,
     Passthrough,
     Patch,
-    RawRecord,
+    Read,
 )
 from hydrator.formats.debezium import DebeziumCodec
 from hydrator.formats.flat import FlatCodec, is_flat, require_key
@@ -92,24 +92,27 @@ class AvroCodec:
     def accepts(self, document: Any) -> bool:
         return self.plain.accepts(document)
 
-    def key(self, record: RawRecord) -> str | None:
+    def key(self, incoming: Read) -> str | None:
+        record = incoming.record
         if record.key is None:
             if is_framed(record.value) and self._flat_only():
                 return require_key(None, canonical_key)
-            return None if is_framed(record.value) else self.plain.key(record)
+            return None if is_framed(record.value) else self.plain.key(incoming)
         if is_framed(record.key):
             return self.keys.canonical(record.key)
         if is_framed(record.value):
             return canonical_key(record.key)
-        return self.plain.key(record)
+        return self.plain.key(incoming)
 
-    def decode(self, record: RawRecord) -> ChangeEvent | Passthrough:
+    def decode(self, incoming: Read) -> ChangeEvent | Passthrough:
+        # `incoming`: `read` is this module's Avro reader
+        record = incoming.record
         if record.value is None and is_framed(record.key) and self._flat_only():
             flat = self.envelopes[0]
             assert isinstance(flat, FlatCodec)
             return flat.decode_row(record, None, None, _nothing_missing, self.keys)
         if not is_framed(record.value):
-            return self.plain.decode(record)
+            return self.plain.decode(incoming)
         assert record.value is not None
         schema = self.registry.schema(schema_id_of(record.value))
         document = read(schema, record.value[HEADER_BYTES:])

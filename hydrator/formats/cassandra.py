@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from hydrator import exact
-from hydrator.events import BadInput, ChangeEvent, Op, Passthrough, Patch, RawRecord
+from hydrator.events import BadInput, ChangeEvent, Op, Passthrough, Patch, Read
 from hydrator.formats import values
 from hydrator.formats.debezium import unwrap
 from hydrator.formats.keys import canonical_key, key_document
@@ -55,9 +55,10 @@ class CassandraCodec:
     name = "cassandra"
     key_in_record_key = True
 
-    def key(self, record: RawRecord) -> str | None:
+    def key(self, read: Read) -> str | None:
         """The Kafka key (the primary key), canonical; a null key has no state."""
-        return None if record.key is None else canonical_key(record.key)
+        raw_key = read.record.key
+        return None if raw_key is None else canonical_key(raw_key)
 
     def accepts(self, document: Any) -> bool:
         """A Cassandra event: no `before` member, a Cassandra op and an `after` object, from
@@ -76,12 +77,13 @@ class CassandraCodec:
         cells = [v for c, v in after.items() if c not in RANGE_COLUMNS and v is not None]
         return bool(cells) and all(isinstance(v, dict) and v.keys() == CELL_FIELDS for v in cells)
 
-    def decode(self, record: RawRecord) -> ChangeEvent | Passthrough:
+    def decode(self, read: Read) -> ChangeEvent | Passthrough:
+        record = read.record
         if record.value is None:
             return Passthrough("kafka tombstone")
         # read once, also under --format auto; fractions (double, float, decimal columns) keep
         # their digits as written
-        root = values.take_object(record, decimals=True)
+        root = values.document_object(read, decimals=True)
         payload, _ = unwrap(root)
         if "op" not in payload:
             raise BadInput("not a Cassandra change event: no 'op' field")

@@ -35,7 +35,7 @@ from hydrator.events import (
     Passthrough,
     Patch,
     Position,
-    RawRecord,
+    Read,
 )
 from hydrator.formats import values
 from hydrator.formats.keys import CACHED_KEY_BYTES, canonical
@@ -61,9 +61,10 @@ class CockroachCodec:
     name = "cockroachdb"
     key_in_record_key = True
 
-    def key(self, record: RawRecord) -> str | None:
+    def key(self, read: Read) -> str | None:
         """The primary-key array, canonical; a null key (a `resolved` message) has no state."""
-        return None if record.key is None else primary_key(record.key)
+        raw_key = read.record.key
+        return None if raw_key is None else primary_key(raw_key)
 
     def accepts(self, document: Any) -> bool:
         if not isinstance(document, dict):
@@ -72,10 +73,11 @@ class CockroachCodec:
             return "op" not in document and "schema" not in document
         return document.keys() == {"resolved"} and isinstance(document["resolved"], str)
 
-    def decode(self, record: RawRecord) -> ChangeEvent | Passthrough:
+    def decode(self, read: Read) -> ChangeEvent | Passthrough:
+        record = read.record
         if record.value is None:
             return Passthrough("kafka tombstone")
-        document = _object(record)
+        document = _object(read)
         if "after" not in document:
             if "resolved" in document:
                 timestamp(document["resolved"], "resolved")
@@ -158,8 +160,8 @@ def _primary_key(raw: bytes) -> str:
 _cached_primary_key = lru_cache(maxsize=4096)(_primary_key)
 
 
-def _object(record: RawRecord) -> dict[str, Any]:
-    document = values.take(record, decimals=True)  # read once, also under --format auto
+def _object(read: Read) -> dict[str, Any]:
+    document = values.document(read, decimals=True)  # read once, also under --format auto
     if type(document) is not dict:
         raise BadInput(f"value is a JSON {_kind(document)}, not an object")
     return document

@@ -19,6 +19,7 @@ from hydrator.events import (
     Patch,
     Position,
     RawRecord,
+    Read,
 )
 from hydrator.formats import values
 from hydrator.formats.keys import CACHED_KEY_BYTES, canonical, canonical_key, key_document
@@ -126,10 +127,11 @@ class DebeziumCodec:
         # a patch stream ships only the columns a change wrote (docs/formats.md)
         self.absent = Absent.MISSING if fill_absent else Absent.DROPPED
 
-    def key(self, record: RawRecord) -> str | None:
+    def key(self, read: Read) -> str | None:
         """The Kafka key, canonical (its `payload` when in a schema envelope); a null key has
         no state."""
-        return None if record.key is None else canonical_key(record.key)
+        raw_key = read.record.key
+        return None if raw_key is None else canonical_key(raw_key)
 
     def accepts(self, document: Any) -> bool:
         if not isinstance(document, dict):
@@ -137,10 +139,11 @@ class DebeziumCodec:
         payload = document.get("payload", document) if "schema" in document else document
         return isinstance(payload, dict) and "op" in payload
 
-    def decode(self, record: RawRecord) -> ChangeEvent | Passthrough:
+    def decode(self, read: Read) -> ChangeEvent | Passthrough:
+        record = read.record
         if record.value is None:
             return Passthrough("kafka tombstone")
-        root = values.take_object(record)  # read once, also under --format auto
+        root = values.document_object(read)  # read once, also under --format auto
         payload, schema = unwrap(root)
         return self.decode_document(
             record, root, payload, lambda image, name: self._missing(image, schema, name)

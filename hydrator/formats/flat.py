@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from hydrator import exact
-from hydrator.events import BadInput, ChangeEvent, InvalidKey, Op, Passthrough, Patch, RawRecord
+from hydrator.events import BadInput, ChangeEvent, InvalidKey, Op, Patch, RawRecord, Read
 from hydrator.formats import values
 from hydrator.formats.debezium import (
     JSON_KEYS,
@@ -75,16 +75,17 @@ class FlatCodec:
     def __init__(self, forms: PlaceholderForms) -> None:
         self.forms = forms
 
-    def key(self, record: RawRecord) -> str | None:
-        return require_key(record.key, canonical_key)
+    def key(self, read: Read) -> str | None:
+        return require_key(read.record.key, canonical_key)
 
     def accepts(self, document: Any) -> bool:
         return is_flat(document)
 
-    def decode(self, record: RawRecord) -> ChangeEvent | Passthrough:
+    def decode(self, read: Read) -> ChangeEvent:  # a tombstone is a delete: none passes
+        record = read.record
         if record.value is None:
             return self.decode_row(record, None, None, _no_missing)
-        root = values.take_object(record)
+        root = values.document_object(read)
         row, schema = unwrap(root)
         fields = _row_fields(schema)
         if fields is None:

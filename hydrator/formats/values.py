@@ -1,18 +1,15 @@
-"""A record's value as JSON, read once per record however many readers ask for it.
+"""A record's value as JSON, parsed once per record however many readers ask for it.
 
-Under `--format auto` three readers want the same value: the auto codec (to tell the format),
-the codec it picks for `key` (YDB's identity is in the value) and that codec's `decode`. Codecs
-read through here, so the text is parsed once: `peek` keeps the document of the last record it
-read (one entry, the RawRecord object itself as its key), and `take`, which `decode` calls,
-hands that document over and forgets it. A codec may then change the document it took to render
-its patch: no later reader is handed a changed one.
+Codecs read a value through here with the record's Read (hydrator.events), which keeps the
+document the first reader parsed: under `--format auto` detection, the chosen codec's `key`
+(YDB's identity is in the value) and its `decode` share one parse. The document lives in the
+Read, so it is the record's own: nothing is kept between records, and threads that share the
+codecs (the live view's feed) share no document. A codec may change the document it decoded to
+render its patch: nothing reads a Read again after `decode` and `encode`.
 
 A format whose numbers can be DECIMAL columns reads with `decimals` (hydrator.exact): a document
-kept from a plain read serves it as it is when it holds no fractional number, else the value is
-read again with decimals, as `exact.loads` itself would.
-
-One entry, replaced whole: threads that share the codecs (the live view's feed) can only miss
-it and read the value again, never get another record's document.
+read without them serves as it is when it holds no fractional number, else the value is read
+again with decimals, as `exact.loads` itself would.
 """
 
 from __future__ import annotations
@@ -22,37 +19,26 @@ from typing import Any
 import orjson
 
 from hydrator import exact
-from hydrator.events import BadInput, RawRecord
-
-_kept: tuple[RawRecord, Any] | None = None
+from hydrator.events import BadInput, Read
 
 
-def peek(record: RawRecord) -> Any:
-    """The record's value as JSON (integers exact), kept for the next reader of this record."""
-    global _kept
-    kept = _kept
-    if kept is not None and kept[0] is record:
-        return kept[1]
-    document = _read(record.value)
-    _kept = (record, document)
-    return document
+def document(read: Read, decimals: bool = False) -> Any:
+    """The record's value as JSON (integers exact; with `decimals`, non-integer numbers are
+    Decimals), parsed by the first reader of `read` and kept in it for the next."""
+    if read.parsed and (
+        decimals == read.decimals or (decimals and not exact.has_float(read.document))
+    ):
+        return read.document
+    # unread; or wanted with decimals and holding fractions; or (a reader after `decode`) wanted
+    # without decimals after a read with them
+    found = _read(read.record.value, decimals)
+    read.document, read.parsed, read.decimals = found, True, decimals
+    return found
 
 
-def take(record: RawRecord, decimals: bool = False) -> Any:
-    """The record's value as JSON for `decode`: the document `peek` kept for this record (then
-    forgotten), else a fresh read. With `decimals`, non-integer numbers are Decimals."""
-    global _kept
-    kept = _kept
-    if kept is not None and kept[0] is record:
-        _kept = None
-        if not decimals or not exact.has_float(kept[1]):
-            return kept[1]
-    return _read(record.value, decimals)
-
-
-def take_object(record: RawRecord, what: str = "value", decimals: bool = False) -> dict[str, Any]:
-    """`take`, for a format whose values are JSON objects."""
-    return as_object(take(record, decimals), what)
+def document_object(read: Read, what: str = "value", decimals: bool = False) -> dict[str, Any]:
+    """`document`, for a format whose values are JSON objects."""
+    return as_object(document(read, decimals), what)
 
 
 def as_object(document: Any, what: str) -> dict[str, Any]:
@@ -76,7 +62,7 @@ def _read(raw: bytes | None, decimals: bool = False) -> Any:
         raise BadInput(f"value is not JSON: {exc}") from None
 
 
-__all__ = ["as_object", "peek", "take", "take_object"]
+__all__ = ["as_object", "document", "document_object", "with_members"]
 
 
 def with_members(raw: bytes, members: bytes, separator: bytes = b",") -> bytes:

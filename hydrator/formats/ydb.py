@@ -28,7 +28,7 @@ from hydrator.events import (
     Op,
     Passthrough,
     Patch,
-    RawRecord,
+    Read,
 )
 from hydrator.formats import values
 from hydrator.formats.keys import canonical
@@ -63,13 +63,13 @@ class YdbCodec:
         operations = sum(name in document for name in OPERATIONS)
         return operations == 1 and isinstance(document.get("key"), list)
 
-    def key(self, record: RawRecord) -> str | None:
+    def key(self, read: Read) -> str | None:
         """The canonical `key` array of a change record; None for a Kafka tombstone, a barrier
         and a schema change (forwarded unchanged). The Kafka key is not read: through YDB's
         Kafka API it is null for every record."""
-        if record.value is None:
+        if read.record.value is None:
             return None
-        document = _checked(values.peek(record))  # decode reads the same parse
+        document = _checked(values.document(read))  # decode reads the same parse
         if _kind(document) is not None:
             return None
         key = document["key"]
@@ -79,10 +79,11 @@ class YdbCodec:
             raise InvalidKey("'key' is an empty array")
         return canonical(key)
 
-    def decode(self, record: RawRecord) -> ChangeEvent | Passthrough:
+    def decode(self, read: Read) -> ChangeEvent | Passthrough:
+        record = read.record
         if record.value is None:
             return Passthrough("kafka tombstone")
-        document = _checked(values.take(record, decimals=True))
+        document = _checked(values.document(read, decimals=True))
         kind = _kind(document)
         if kind is not None:
             return Passthrough(kind)

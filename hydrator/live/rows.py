@@ -10,7 +10,7 @@ from typing import Any
 
 from hydrator import exact
 from hydrator.core.records import HEADER_FILLED, HEADER_SOURCE, HEADER_UNRESOLVED
-from hydrator.events import Codec, Op, Passthrough, RawRecord
+from hydrator.events import Codec, Op, Passthrough, RawRecord, Read
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,10 +44,11 @@ def row_change(record: RawRecord, codec: Codec, preview_chars: int) -> RowChange
     """The row an enriched record leaves its key with; None for records that change no row
     (Kafka tombstones, truncate and heartbeat markers). Raises the codec's BadInput, or
     InvalidKey, for a record it cannot read."""
-    event = codec.decode(record)
+    read = Read(record)  # one parse for both
+    event = codec.decode(read)
     if isinstance(event, Passthrough):
         return None
-    key = codec.key(record) or record.source
+    key = codec.key(read) or record.source
     source_header = record.header(HEADER_SOURCE)
     source = source_header.decode(errors="replace") if source_header else record.source
     if event.op is Op.DELETE:

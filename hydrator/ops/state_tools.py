@@ -23,7 +23,7 @@ from typing import Any
 from rocksdict import AccessType, Options, Rdict, ReadOptions
 
 from hydrator.errors import ConfigurationError, HydratorError
-from hydrator.events import RawRecord
+from hydrator.events import RawRecord, Read
 from hydrator.formats import codec_for
 from state.codec import StateFormatError, decode_state
 from state.large import NOT_AT_HAND, LargeValue, refs_of, unpack_value
@@ -203,7 +203,7 @@ def parse_key(text: str, format_name: str = "auto", input_topic: str | None = No
     try:
         # A record without a value: `auto` names its state by the Kafka key, which is also how
         # every format it knows spells a key (YDB's `key` array included).
-        key = codec.key(RawRecord(input_topic or "", 0, 0, text.encode(), None))
+        key = codec.key(Read(RawRecord(input_topic or "", 0, 0, text.encode(), None)))
     except ValueError as exc:  # InvalidKey, BadInput
         raise StateToolError(f"--key: {exc}") from None
     if key is None and not codec.key_in_record_key:

@@ -3,6 +3,7 @@ the value is parsed once; what no format takes is a dead letter naming the forma
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 import orjson
@@ -11,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hydrator import exact
-from hydrator.core import Hydrator, RawRecord
+from hydrator.core import Hydrator, RawRecord, Read
 from hydrator.core.records import DeadLetter
 from hydrator.events import Patch
 from hydrator.formats import FORMAT_NAMES, FORMATS, FormatOptions, codec_for, values
@@ -158,12 +159,35 @@ def test_a_kafka_tombstone_passes_through_keyed_by_its_kafka_key() -> None:
 
 def test_the_value_is_parsed_once_for_key_and_decode() -> None:
     codec = auto()
-    raw = record(DEBEZIUM_BARE)
-    codec.key(raw)
-    document = values.peek(raw)  # kept by key(): no second parse
-    event = codec.decode(raw)
+    read = Read(record(DEBEZIUM_BARE))
+    codec.key(read)
+    document = read.document  # parsed for detection, kept in the record's Read
+    assert read.parsed and read.chosen is not None and read.chosen.name == "debezium"
+    event = codec.decode(read)
     assert event.envelope.envelope.root is document  # type: ignore[union-attr]
-    assert values.peek(raw) is not document  # decode took it: a later read parses afresh
+    # the document is the Read's own: another Read of the same record parses afresh
+    assert values.document(Read(read.record)) is not document
+
+
+def test_a_format_reading_decimals_reads_again_only_a_value_with_fractions() -> None:
+    whole = Read(record(b'{"key": [1], "update": {"n": 12345678901234567890123}}'))
+    plain = values.document(whole)
+    assert values.document(whole, decimals=True) is plain  # no fraction: the same parse
+    fraction = Read(record({"key": [1], "update": {"price": 1.10}}))
+    first = values.document(fraction)
+    again = values.document(fraction, decimals=True)
+    assert again is not first and again["update"]["price"] == Decimal("1.1")
+    assert values.document(fraction, decimals=True) is again  # and kept
+    # a reader without decimals after one with them reads its own (floats, as it would have)
+    assert values.document(fraction)["update"]["price"] == 1.1
+
+
+def test_a_dead_letter_of_decode_under_auto_names_the_format_detected_at_routing() -> None:
+    hydrator = Hydrator(codec_for("auto"))
+    read = Read(record(b'{"after": {"id": 1}, "updated": "not a timestamp"}', key=b"[1]"))
+    assert hydrator.route(read) == "[1]"
+    step = hydrator.process(None, read, "[1]", 0)
+    assert step.dead[0].reason.startswith("auto (cockroachdb): BadInput: 'updated' is")
 
 
 @pytest.mark.parametrize(
@@ -207,7 +231,7 @@ def test_the_kafka_key_alone_names_state_only_when_every_format_says_so() -> Non
 
 def test_encode_hands_the_detected_codec_its_own_envelope_and_can_run_twice() -> None:
     codec = auto()
-    event = codec.decode(record(DEBEZIUM_BARE))
+    event = codec.decode(Read(record(DEBEZIUM_BARE)))
     patch = Patch(after={"doc": "full"})
     first = codec.encode(event, patch)  # type: ignore[arg-type]
     assert codec.encode(event, patch) == first  # type: ignore[arg-type]
@@ -238,7 +262,7 @@ def test_state_tools_under_auto_name_the_state_each_format_keeps(name: str, valu
     """`hydrator state inspect --key` (default format auto) takes a key as its format spells it:
     the Kafka key, or YDB's `key` array."""
     raw = record(value, key=SAMPLE_KEYS[name])
-    key = auto().key(raw)
+    key = auto().key(Read(raw))
     if key is None:  # barriers and the like have no state
         return
     spelled = (SAMPLE_KEYS[name] or orjson.dumps(value["key"])).decode()

@@ -6,7 +6,7 @@ import msgpack
 import orjson
 import pytest
 
-from hydrator.core import DeadLetter, Handoff, HydrationSettings, Hydrator, RawRecord
+from hydrator.core import DeadLetter, Handoff, HydrationSettings, Hydrator, RawRecord, Read
 from hydrator.core.records import HEADER_ERROR, HEADER_SOURCE
 from state.codec import decode_state, encode_state
 from state.record import StateRecord
@@ -246,12 +246,12 @@ class _Exploding:
     def accepts(self, document: object) -> bool:
         return True
 
-    def key(self, record: RawRecord) -> str:
+    def key(self, read: Read) -> str:
         if self.in_key:
             raise IndexError("a key nobody foresaw")
         return '{"id":1}'
 
-    def decode(self, record: RawRecord) -> object:
+    def decode(self, read: Read) -> object:
         raise KeyError("a shape nobody foresaw")
 
     def encode(self, event: object, patch: object) -> bytes:

@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from hydrator import exact
-from hydrator.core import DeadLetter, HydrationSettings, Hydrator, RawRecord, Transition
+from hydrator.core import DeadLetter, HydrationSettings, Hydrator, RawRecord, Read, Transition
 from hydrator.core.records import HEADER_FILLED, HEADER_UNRESOLVED
 from hydrator.core.settings import OnUnresolved
 from hydrator.formats import FORMAT_NAMES, codec_for
@@ -379,10 +379,10 @@ def test_registered_and_detectable() -> None:
         {"schema": {}, "payload": 3},
     ):
         assert not codec.accepts(document)
-    assert codec.key(record(value("i", T0), key=b'{"ck": "a", "id": 1001}')) == (
+    assert codec.key(Read(record(value("i", T0), key=b'{"ck": "a", "id": 1001}'))) == (
         '{"ck":"a","id":1001}'
     )
-    assert codec.key(record(value("i", T0), key=None)) is None
+    assert codec.key(Read(record(value("i", T0), key=None))) is None
 
 
 def test_numbers_with_a_fraction_keep_their_digits() -> None:

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hydrator import exact
-from hydrator.core import Hydrator
+from hydrator.core import Hydrator, Read
 from hydrator.core.records import HEADER_FILLED, HEADER_UNRESOLVED
 from hydrator.formats import codec_for
 from state.codec import decode_state, encode_state
@@ -123,7 +123,7 @@ def test_out_of_order_replica_deliveries_hydrate_as_the_arrived_writes_say(
     for event in table.events:
         if not event.writes_cells:
             continue
-        state = states[codec.key(records([event])[0]) or ""]
+        state = states[codec.key(Read(records([event])[0])) or ""]
         assert state is not None and state.image is not None
         latest = {
             column: max(history, key=lambda write: write[0])

@@ -7,7 +7,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from hydrator.core import HydrationSettings, Hydrator, RawRecord, Transition
+from hydrator.core import HydrationSettings, Hydrator, RawRecord, Read, Transition
 from hydrator.core.hydrator import HEADER_STALE
 from hydrator.core.records import HEADER_ERROR
 from hydrator.core.settings import OnStale
@@ -101,7 +101,9 @@ def test_updated_is_an_integer_pair_not_a_float() -> None:
     codec = CockroachCodec()
     assert float(T1) == float(T2)
     positions = [
-        codec.decode(RawRecord(TOPIC, 0, 0, b"[1]", b'{"after":null,"updated":"%s"}' % t.encode()))
+        codec.decode(
+            Read(RawRecord(TOPIC, 0, 0, b"[1]", b'{"after":null,"updated":"%s"}' % t.encode()))
+        )
         for t in (T1, T2, T3, "9.0000000000", "10.0000000000")
     ]
     assert [p.position for p in positions] == [  # type: ignore[union-attr]
@@ -117,7 +119,7 @@ def test_a_synthetic_timestamp_mark_is_read() -> None:
     """Some releases end a synthetic HLC timestamp with `?`."""
     codec = CockroachCodec()
     record = RawRecord(TOPIC, 0, 0, b"[1]", b'{"after":null,"updated":"%s?"}' % T1.encode())
-    assert codec.decode(record).position == (1532377312562986715, 0)  # type: ignore[union-attr]
+    assert codec.decode(Read(record)).position == (1532377312562986715, 0)  # type: ignore[union-attr]
 
 
 def test_resolved_messages_pass_through_unchanged() -> None:
@@ -168,13 +170,13 @@ def test_numbers_keep_their_digits_in_before() -> None:
 
 def test_composite_and_decimal_primary_keys_name_one_row_however_spaced() -> None:
     codec = CockroachCodec()
-    assert codec.key(RawRecord(TOPIC, 0, 0, b'[1, "eu"]', None)) == '[1,"eu"]'
-    assert codec.key(RawRecord(TOPIC, 0, 0, b'[1,"eu"]', None)) == '[1,"eu"]'
+    assert codec.key(Read(RawRecord(TOPIC, 0, 0, b'[1, "eu"]', None))) == '[1,"eu"]'
+    assert codec.key(Read(RawRecord(TOPIC, 0, 0, b'[1,"eu"]', None))) == '[1,"eu"]'
     # DECIMAL keys that one double would merge stay two rows
-    assert codec.key(RawRecord(TOPIC, 0, 0, b"[1.00000000000000000001]", None)) != codec.key(
-        RawRecord(TOPIC, 0, 0, b"[1.00000000000000000002]", None)
+    assert codec.key(Read(RawRecord(TOPIC, 0, 0, b"[1.00000000000000000001]", None))) != codec.key(
+        Read(RawRecord(TOPIC, 0, 0, b"[1.00000000000000000002]", None))
     )
-    assert codec.key(RawRecord(TOPIC, 0, 0, None, b'{"resolved":"1.0"}')) is None
+    assert codec.key(Read(RawRecord(TOPIC, 0, 0, None, b'{"resolved":"1.0"}'))) is None
 
 
 def test_a_backfill_re_emission_gets_the_row_before_the_new_column() -> None:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hydrator.core import DeadLetter, Hydrator, RawRecord
+from hydrator.core import DeadLetter, Hydrator, RawRecord, Read
 from hydrator.core.records import HEADER_FILLED
 from hydrator.events import Op
 from hydrator.formats import FormatOptions, codec_for
@@ -184,7 +184,7 @@ def test_bad_rows_are_dead_letters_with_reasons(
 
 def test_decode_names_the_op_and_key_columns() -> None:
     codec = codec_for("debezium-flat")
-    event = codec.decode(record({"id": 1, "body": None, "__op": "d", "__deleted": "true"}))
+    event = codec.decode(Read(record({"id": 1, "body": None, "__op": "d", "__deleted": "true"})))
     assert event.op is Op.DELETE and event.key_columns == frozenset({"id"})  # type: ignore[union-attr]
     assert columns({"a": 1, "__op": "c"}) == {"a": 1}
 

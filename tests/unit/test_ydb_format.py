@@ -10,7 +10,7 @@ import pytest
 
 from hydrator import exact
 from hydrator.cli import FORMATS
-from hydrator.core import DeadLetter, HydrationSettings, Hydrator, RawRecord, Transition
+from hydrator.core import DeadLetter, HydrationSettings, Hydrator, RawRecord, Read, Transition
 from hydrator.core.records import HEADER_FILLED
 from hydrator.engines.spark.routing import KEYLESS, group_of
 from hydrator.formats import codec_for
@@ -205,10 +205,10 @@ def test_identical_consecutive_records_are_both_hydrated() -> None:
 def test_identity_is_the_key_array_not_the_kafka_key() -> None:
     codec = YdbCodec()
     record = RawRecord(TOPIC, 0, 0, None, b'{"key":[1, "one"],"update":{}}')
-    assert codec.key(record) == '[1,"one"]'
+    assert codec.key(Read(record)) == '[1,"one"]'
     keyed = RawRecord(TOPIC, 0, 0, b'{"payload":{"id":9}}', record.value)
-    assert codec.key(keyed) == '[1,"one"]'
-    assert codec.key(RawRecord(TOPIC, 0, 0, None, b'{"key":["one",1],"update":{}}')) == (
+    assert codec.key(Read(keyed)) == '[1,"one"]'
+    assert codec.key(Read(RawRecord(TOPIC, 0, 0, None, b'{"key":["one",1],"update":{}}'))) == (
         '["one",1]'
     )
 
@@ -337,11 +337,11 @@ def test_a_bad_record_is_a_dead_letter_with_its_reason(value: bytes, reason: str
 def test_a_bad_record_leaves_the_next_good_one_alone() -> None:
     codec = YdbCodec()
     bad = RawRecord(TOPIC, 0, 0, None, b'{"key":[1],"update":[]}')
-    assert codec.key(bad) == "[1]"
+    assert codec.key(Read(bad)) == "[1]"
     with pytest.raises(ValueError, match="'update' is a JSON array"):
-        codec.decode(bad)
+        codec.decode(Read(bad))
     good = RawRecord(TOPIC, 0, 1, None, b'{"key":[1],"update":{"a":1}}')
-    assert codec.key(good) == "[1]" and codec.decode(good).after == {"a": 1}
+    assert codec.key(Read(good)) == "[1]" and codec.decode(Read(good)).after == {"a": 1}
 
 
 # -- registry and detection --------------------------------------------------------------------

@@ -23,7 +23,7 @@ from hydrator.core.hydrator import Hydrator
 from hydrator.core.records import HEADER_UNRESOLVED
 from hydrator.core.reselect import Reselected, ReselectedRow, reselected_for
 from hydrator.core.settings import OnUnresolved
-from hydrator.events import RawRecord
+from hydrator.events import RawRecord, Read
 from hydrator.formats.placeholders import PlaceholderForms
 from hydrator.postgres.misses import Miss, miss_of, tx_id_of
 from hydrator.postgres.reselect import PostgresReselect, Table
@@ -86,21 +86,23 @@ class BatchReselect:
         through the scratch pass, so a batch without any costs a substring search a record."""
         scratch: dict[bytes, StateRecord | None] = {}
         misses: list[Miss] = []
-        routed: list[tuple[str, StateSource, RawRecord]] = []
+        routed: list[tuple[str, StateSource, Read]] = []
         hydrator = self._scratch
         candidates: set[str] = set()  # keys with a record that may hold a placeholder
         for task, record in batch:
-            route = hydrator.route(record)
+            read = Read(record)  # the scratch pass's own: it renders into what it decoded
+            route = hydrator.route(read)
             if isinstance(route, str):
-                routed.append((route, task, record))
+                routed.append((route, task, read))
                 if _may_hold(record.value, self._patterns):
                     candidates.add(route)
-        for route, task, record in routed:
+        for route, task, read in routed:
             if route not in candidates:
                 continue
+            record = read.record
             key = state_key(record.topic, route)
             state = scratch[key] if key in scratch else task.state(key)
-            step = hydrator.process(state, record, route, now_ms)
+            step = hydrator.process(state, read, route, now_ms)
             scratch[key] = step.state
             for out in step.emitted:
                 columns = _unresolved(out.headers)
@@ -108,7 +110,7 @@ class BatchReselect:
                     miss = miss_of(record, route, columns)
                     if miss is not None:
                         misses.append(miss)
-        return misses, [(route, record) for route, _, record in routed if route in candidates]
+        return misses, [(route, read.record) for route, _, read in routed if route in candidates]
 
 
 def placeholder_patterns(forms: PlaceholderForms) -> tuple[bytes, ...]:

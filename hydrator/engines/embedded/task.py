@@ -33,7 +33,7 @@ from hydrator.engines.embedded.clock import (
 from hydrator.engines.embedded.counts import UNATTRIBUTED, RunCounts
 from hydrator.engines.embedded.local_handoffs import LocalHandoffs
 from hydrator.engines.embedded.timers import DeadlineIndex
-from hydrator.events import RawRecord
+from hydrator.events import RawRecord, Read
 from hydrator.kafka.record_limits import record_bytes
 from hydrator.topology.emit import Sink, emit, leaving
 from hydrator.topology.layout import Topology
@@ -109,15 +109,16 @@ class Task:
 
     def process(self, record: RawRecord, now_ms: int, reselected: Reselected | None = None) -> None:
         """`reselected`: values read from the source for its placeholders (reselect.py)."""
-        route = self._route(record)
+        read = Read(record)  # routing and hydration share it: the value is parsed once
+        route = self._route(read)
         if isinstance(route, DeadLetter):
             self._emit(record.topic, rejected(route))
         elif route is None:  # a record without identity is hydrated statelessly
-            self._emit(record.topic, self._hydrator.process(None, record, None, now_ms))
+            self._emit(record.topic, self._hydrator.process(None, read, None, now_ms))
         else:
             key = state_key(record.topic, route)
             state = self.state(key)
-            step = self._hydrator.process(state, record, route, now_ms, reselected)
+            step = self._hydrator.process(state, read, route, now_ms, reselected)
             self._apply(record.topic, key, state, step)
         self._local_handoffs.drain()
 
@@ -267,18 +268,19 @@ class Task:
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _route(self, record: RawRecord) -> str | DeadLetter | None:
+    def _route(self, read: Read) -> str | DeadLetter | None:
         """`Hydrator.route`, remembered per raw key when the codec's key is the Kafka key's:
         CDC traffic keeps coming back to the same rows, and re-canonicalising their key JSON
         every time is measurable."""
-        if record.key is None or not self._hydrator.codec.key_in_record_key:
-            return self._hydrator.route(record)
-        known = self._routes.get(record.key)
+        raw_key = read.record.key
+        if raw_key is None or not self._hydrator.codec.key_in_record_key:
+            return self._hydrator.route(read)
+        known = self._routes.get(raw_key)
         if known is not None:
             return known
-        route = self._hydrator.route(record)
+        route = self._hydrator.route(read)
         if isinstance(route, str):
-            self._routes.remember(record.key, route)
+            self._routes.remember(raw_key, route)
         return route
 
     def apply_handoff(self, handoff: Handoff, now_ms: int) -> None:

@@ -41,6 +41,7 @@ from hydrator.core.counters import counters_of
 from hydrator.core.hydrator import failure_reason, read_handoff, rejected
 from hydrator.engines.spark.clock import gate_is_open
 from hydrator.engines.spark.kafka_sink import pack_records
+from hydrator.events import Read
 from hydrator.formats import FormatOptions, codec_for
 from hydrator.topology.emit import KafkaRecord, TopicWriter, emit
 from hydrator.topology.layout import Topology
@@ -241,12 +242,13 @@ class _GroupStep:
                     continue
                 self.apply(hydrator.receive_handoff(self.state, handoff, now_ms))
                 continue
+            read = Read(record)  # one parse for route and process
             # only a stateless group can hold an undecodable key; others were routed by it
-            routed = hydrator.route(record) if self.stateless else None
+            routed = hydrator.route(read) if self.stateless else None
             if isinstance(routed, DeadLetter):
                 self.apply(rejected(routed))
                 continue
-            self.apply(hydrator.process(self.state, record, self.key, now_ms))
+            self.apply(hydrator.process(self.state, read, self.key, now_ms))
 
     def _bootstrap(self, value: bytes | None) -> None:
         """A bootstrapped state record for this key: taken unless the key's state is the
