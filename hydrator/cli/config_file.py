@@ -2,15 +2,31 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
 import click
 
 from hydrator.cli.environment import did_you_mean
+from hydrator.cli.params import OptionDecorator, env_option
 from hydrator.config import ConfigError, load_config_file
 from hydrator.kafka.client_config import split_env_properties
 from hydrator.ops.config_show import CONFIG_FILE_META, long_name, shown_path
+
+ConfigCallback = Callable[[click.Context, click.Parameter, str | None], Any]
+
+
+def config_option(callback: ConfigCallback, help: str) -> OptionDecorator[Any]:
+    """`--config FILE` (or HYDRATOR_CONFIG), read before every other option of the command."""
+    return env_option(
+        "--config",
+        type=click.Path(dir_okay=False),
+        callback=callback,
+        is_eager=True,
+        expose_value=False,
+        help=help,
+    )
 
 
 def load_run_config(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -21,6 +37,21 @@ def load_run_config(ctx: click.Context, param: click.Parameter, value: str | Non
     ctx.meta[CONFIG_FILE_META] = value
     ctx.default_map = {**(ctx.default_map or {}), **defaults}
     return value
+
+
+def run_config_loader(run_params: list[click.Parameter], taken: Collection[str]) -> ConfigCallback:
+    """For a command that reads a file written for `run` (checked as `run` checks it): the
+    values of its own options named in `taken` become their defaults; the rest is ignored."""
+
+    def load(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+        if not value:
+            return
+        defaults = config_defaults(ctx, param, value, run_params)
+        own = {p.name for p in ctx.command.params}
+        picked = {name: v for name, v in defaults.items() if name in taken and name in own}
+        ctx.default_map = {**(ctx.default_map or {}), **picked}
+
+    return load
 
 
 def config_defaults(
