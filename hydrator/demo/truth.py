@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from hydrator.core.records import HEADER_SOURCE
-from hydrator.demo.publish import Consumed
+from hydrator.events import RawRecord
 from hydrator.formats.keys import canonical_key
 
 Truth = Mapping[str, dict[str, Any] | None]
@@ -31,10 +31,10 @@ def payload(value: bytes | None) -> dict[str, Any] | None:
     return document
 
 
-def truth_from_twin(raw: Sequence[Consumed], twin: Sequence[Consumed]) -> dict[str, Any]:
+def truth_from_twin(raw: Sequence[RawRecord], twin: Sequence[RawRecord]) -> dict[str, Any]:
     """Pair each raw record with the twin's record of the same key and rank (every statement ran
     on both tables, so each key has the same history in both)."""
-    twins: dict[str, list[Consumed]] = defaultdict(list)
+    twins: dict[str, list[RawRecord]] = defaultdict(list)
     for record in sorted(twin, key=lambda r: (r.partition, r.offset)):
         twins[_row_key(record)].append(record)
     rank: dict[str, int] = defaultdict(int)
@@ -49,13 +49,13 @@ def truth_from_twin(raw: Sequence[Consumed], twin: Sequence[Consumed]) -> dict[s
     return truth
 
 
-def _row_key(record: Consumed) -> str:
+def _row_key(record: RawRecord) -> str:
     # every record of a Debezium table topic, tombstones too, is keyed by the row's primary key
     assert record.key is not None
     return canonical_key(record.key)
 
 
-def mismatches(enriched: Sequence[Consumed], truth: Truth) -> list[str]:
+def mismatches(enriched: Sequence[RawRecord], truth: Truth) -> list[str]:
     """Every difference between the hydrated records and their truth, plus raw records that
     produced no output (they must all come out: none is expected to be dropped here)."""
     problems: list[str] = []
