@@ -4,11 +4,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import resource
-import socket
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -16,6 +13,7 @@ import pytest
 
 from tests.harness.cdc_events import ToastTable
 from tests.harness.hydrator_process import HydratorProcess, run_args
+from tests.harness.idle_clients import idle_clients
 from tests.harness.kafka import Broker
 from tests.harness.topics import create_topic, produce, read_topic
 from tests.integration.test_metrics_endpoint import SERVING, get, wait_for
@@ -24,21 +22,6 @@ pytestmark = pytest.mark.integration
 
 DESCRIPTORS = 1024
 IDLE_CLIENTS = 985
-
-
-@contextlib.contextmanager
-def idle_clients(port: int, count: int) -> Iterator[list[socket.socket]]:
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, count + 512)), hard))
-    clients: list[socket.socket] = []
-    try:
-        for _ in range(count):
-            clients.append(socket.create_connection(("127.0.0.1", port), timeout=10))
-        yield clients
-    finally:
-        for client in clients:
-            client.close()
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 def test_idle_connections_to_the_metrics_port_do_not_stop_the_engine(

@@ -11,7 +11,6 @@ written again on Tansu) is identical.
 from __future__ import annotations
 
 import json
-import uuid
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,10 +21,9 @@ import pytest
 from hydrator.core.records import HEADER_SOURCE
 from hydrator.engines.embedded.watchdog import EXIT_TEMPORARY
 from hydrator.formats.avro import schema_id_of
-from tests.harness.hydrator_process import HydratorProcess, run_args, run_to_completion
-from tests.harness.kafka import Broker
+from tests.harness.hydrator_process import App, HydratorProcess, run_to_completion
 from tests.harness.schema_registry import InMemorySchemaRegistry
-from tests.harness.topics import create_topic, produce, read_topic
+from tests.harness.topics import produce, read_topic
 from tests.support import avro_model as am
 
 pytestmark = pytest.mark.integration
@@ -66,12 +64,9 @@ def _records(
 
 
 def test_a_registry_outage_stops_the_run_for_a_restart_and_loses_nothing(
-    kafka_broker: Broker, registry: InMemorySchemaRegistry, tmp_path: Path
+    app: App, registry: InMemorySchemaRegistry, tmp_path: Path
 ) -> None:
-    bootstrap = kafka_broker.bootstrap_servers
-    topic = f"sr-outage-{uuid.uuid4().hex[:6]}"
-    app = f"{topic}-app"
-    create_topic(bootstrap, topic, 2)
+    bootstrap, topic = app.bootstrap, app.create_source(2)
     key_id = registry.register(f"{topic}-key", json.dumps(am.KEY_SCHEMA))
     first_schema = am.envelope_schema()
     first_id = registry.register(f"{topic}-value", json.dumps(first_schema))
@@ -82,11 +77,7 @@ def test_a_registry_outage_stops_the_run_for_a_restart_and_loses_nothing(
     later_id = registry.register(f"{topic}-value", json.dumps(later_schema))
     produce(bootstrap, topic, _records(first_schema, first_id, key_id, "c", 100, "full text"))
 
-    args = run_args(
-        bootstrap,
-        app,
-        [topic],
-        tmp_path,
+    args = app.run_args(
         "--schema-registry-url",
         registry.url,
         "--schema-registry-timeout",
@@ -108,12 +99,12 @@ def test_a_registry_outage_stops_the_run_for_a_restart_and_loses_nothing(
             engine.kill()
     assert code == EXIT_TEMPORARY, engine.log[-3000:]
     assert "schema registry at" in engine.log and "does not answer" in engine.log
-    assert read_topic(bootstrap, f"{app}-dlq") == [], "an outage is never a dead letter"
+    assert read_topic(bootstrap, app.dlq) == [], "an outage is never a dead letter"
 
     registry.start()  # the same port, the same schemas
     done = run_to_completion([*args, "--available-now"], timeout_s=180)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert read_topic(bootstrap, f"{app}-dlq") == []
+    assert read_topic(bootstrap, app.dlq) == []
 
     copies: dict[str, set[bytes | None]] = defaultdict(set)
     for out in read_topic(bootstrap, f"{topic}.out"):
