@@ -13,16 +13,11 @@ import argparse
 
 from confluent_kafka import Consumer, KafkaException, Producer
 
-from hydrator.kafka.offsets import OffsetProbe, from_the_start
+from hydrator.kafka.offsets import from_the_start, topic_ends
 
 
 def copy(bootstrap: str, source: str, sink: str) -> int:
-    probe = OffsetProbe({"bootstrap.servers": bootstrap, "group.id": "bench-copy-probe"})
-    try:
-        partitions = probe.partitions(source)
-        ends = probe.ends((source, p) for p in partitions)
-    finally:
-        probe.close()
+    ends = topic_ends({"bootstrap.servers": bootstrap, "group.id": "bench-copy-probe"}, source)
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -35,7 +30,7 @@ def copy(bootstrap: str, source: str, sink: str) -> int:
     producer = Producer(
         {"bootstrap.servers": bootstrap, "linger.ms": 5, "message.max.bytes": 16 * 1024 * 1024}
     )
-    remaining = {p for p in partitions if ends[(source, p)] > 0}
+    remaining = {p for p, end in ends.items() if end > 0}
     consumer.assign(from_the_start(source, remaining))
     copied = 0
     try:
@@ -53,7 +48,7 @@ def copy(bootstrap: str, source: str, sink: str) -> int:
                     except BufferError:
                         producer.poll(0.05)
                 copied += 1
-                if msg.offset() + 1 >= ends[(source, partition)]:
+                if msg.offset() + 1 >= ends[partition]:
                     remaining.discard(partition)
             producer.poll(0)
         if producer.flush(120):

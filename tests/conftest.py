@@ -3,10 +3,12 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.harness.hydrator_process import App
 from tests.harness.kafka import Broker, kafka_broker_for_tests
 
 if TYPE_CHECKING:
@@ -23,6 +25,14 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
 def unique_name(request: pytest.FixtureRequest) -> str:
     """A topic/application-id prefix no other test uses on the shared broker."""
     return f"{request.node.name[:40]}-{uuid.uuid4().hex[:8]}".replace("[", "-").replace("]", "")
+
+
+@pytest.fixture
+def app(kafka_broker: Broker, unique_name: str, tmp_path: Path) -> App:
+    """This test's application: named `unique_name`, its state under `tmp_path / "state"`, its
+    input topic `<unique_name>.items`."""
+    state_dir, source = tmp_path / "state", f"{unique_name}.items"
+    return App(kafka_broker.bootstrap_servers, unique_name, state_dir, source)
 
 
 # -- Postgres and Debezium (tests/harness/postgres.py, tests/harness/debezium.py) ------------------

@@ -10,7 +10,7 @@ from typing import Any
 from confluent_kafka import Consumer, ConsumerGroupState, KafkaException, Message, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from hydrator.kafka.offsets import OffsetProbe, from_the_start
+from hydrator.kafka.offsets import from_the_start, topic_ends
 
 log = logging.getLogger(__name__)
 
@@ -22,12 +22,7 @@ def read_to_end(consumer_config: dict[str, Any], topic: str) -> Iterator[Message
     each partition has when the read begins. The end is where a fetch reports end-of-partition
     (hydrator.kafka.offsets), and a partition is done when the read_committed position reaches
     it: Tansu's last offsets are transaction markers that no message shows."""
-    probe = OffsetProbe(consumer_config)
-    try:
-        partitions = probe.partitions(topic)
-        ends = probe.ends((topic, p) for p in partitions)
-    finally:
-        probe.close()
+    ends = topic_ends(consumer_config, topic)
     consumer = Consumer(
         {
             **consumer_config,
@@ -37,8 +32,8 @@ def read_to_end(consumer_config: dict[str, Any], topic: str) -> Iterator[Message
         }
     )
     try:
-        for start in from_the_start(topic, partitions):
-            end = ends[(topic, start.partition)]
+        for start in from_the_start(topic, ends):
+            end = ends[start.partition]
             if end <= 0:
                 continue
             consumer.assign([start])

@@ -24,14 +24,14 @@ from hydrator.cli.config_command import config_group
 from hydrator.cli.demo_command import demo
 from hydrator.cli.dev_commands import dev, tail
 from hydrator.cli.environment import read_variables, unknown_variables_warning
-from hydrator.cli.params import ENGINES, FORMATS
+from hydrator.cli.params import ENGINES, FORMATS, SHOW_DEFAULTS
 from hydrator.cli.run_command import run
 from hydrator.cli.state_commands import state_group
 
 __all__ = ["ENGINES", "FORMATS", "cli", "main", "run"]
 
 
-@click.group()
+@click.group(context_settings=SHOW_DEFAULTS)
 @click.version_option(package_name="toast-hydrator")
 @click.pass_context
 def cli(ctx: click.Context) -> None:

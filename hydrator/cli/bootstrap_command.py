@@ -12,10 +12,10 @@ from pathlib import Path
 
 import click
 
-from hydrator.cli.config_file import config_defaults
-from hydrator.cli.params import ENGINES, FORMATS, ApplicationId, KafkaProperty, env_name
+from hydrator.cli import params
+from hydrator.cli.config_file import config_option, run_config_loader
+from hydrator.cli.params import option
 from hydrator.cli.run_command import run
-from hydrator.config import DEFAULT_APPLICATION_ID
 from hydrator.formats import codec_for
 
 # What the command takes from a `--config` file written for `run`; its other keys are ignored.
@@ -24,89 +24,37 @@ _FROM_RUN_CONFIG = (
 )  # fmt: skip
 
 
-def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
-    """A file written for `run` (checked as `run` checks it): the bootstrap takes its own
-    options from it."""
-    if not value:
-        return
-    defaults = config_defaults(ctx, param, value, run.params)
-    picked = {name: v for name, v in defaults.items() if name in _FROM_RUN_CONFIG}
-    ctx.default_map = {**(ctx.default_map or {}), **picked}
-
-
 @click.command("bootstrap")
-@click.option(
-    "--config",
-    type=click.Path(dir_okay=False),
-    envvar=env_name("config"),
-    callback=_load_config,
-    is_eager=True,
-    expose_value=False,
-    help="The run's TOML file: its bootstrap-servers, application-id, state-dir, engine, "
-    "format and Kafka properties are used.",
+@config_option(
+    run_config_loader(run.params, _FROM_RUN_CONFIG),
+    "The run's TOML file: its bootstrap-servers, application-id, state-dir, engine, format and "
+    "Kafka properties are used.",
 )
-@click.option("--bootstrap-servers", required=True, envvar=env_name("bootstrap_servers"))
-@click.option(
-    "--input-topic", required=True, help="The run's input topic whose keys the state is for."
+@params.bootstrap_servers_option()
+@option("--input-topic", required=True, help="The run's input topic whose keys the state is for.")
+@params.application_id_option()
+@params.state_dir_option(
+    "The run's state directory (the embedded engine's local stores catch up from the "
+    "changelog at the run's next start)."
 )
-@click.option(
-    "--application-id",
-    type=ApplicationId(),
-    default=DEFAULT_APPLICATION_ID,
-    show_default=True,
-    envvar=env_name("application_id"),
-)
-@click.option(
-    "--state-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("hydrator-state"),
-    show_default=True,
-    envvar=env_name("state_dir"),
-    help="The run's state directory (the embedded engine's local stores catch up from the "
-    "changelog at the run's next start).",
-)
-@click.option(
-    "--engine",
-    type=click.Choice(ENGINES),
-    default="embedded",
-    show_default=True,
-    envvar=env_name("engine"),
-)
-@click.option(
+@params.engine_option()
+@params.env_option(
     "--from-postgres",
     "dsn",
-    envvar=env_name("from_postgres"),
     help="The source database (libpq DSN or URI; a password is best given by PGPASSWORD or "
     "~/.pgpass). With --table.",
 )
-@click.option("--table", help="schema.table to read (with --from-postgres).")
-@click.option(
+@option("--table", help="schema.table to read (with --from-postgres).")
+@option(
     "--connector-config",
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
     help="The Debezium connector's settings (JSON object), for how its values are shipped: "
     "binary/decimal/hstore handling, time precision, key.converter.schemas.enable.",
 )
-@click.option("--from-topic", help="A topic of full rows (an earlier enriched topic, ...).")
-@click.option(
-    "--format",
-    "format_",
-    type=click.Choice(FORMATS),
-    default="auto",
-    show_default=True,
-    envvar=env_name("format"),
-    help="The format of --from-topic's records.",
-)
-@click.option(
-    "-X",
-    "--kafka-property",
-    "kafka_properties",
-    type=KafkaProperty(),
-    multiple=True,
-    metavar="NAME=VALUE",
-    envvar=env_name("kafka_property"),
-    help="librdkafka property for every client, as `run` takes it.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
+@option("--from-topic", help="A topic of full rows (an earlier enriched topic, ...).")
+@params.format_option("The format of --from-topic's records.")
+@params.kafka_property_option()
+@option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
 def bootstrap_command(
     bootstrap_servers: str,
     input_topic: str,

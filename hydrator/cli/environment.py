@@ -1,4 +1,5 @@
-"""`HYDRATOR_*` variables no option reads: a misspelled one would otherwise be ignored silently."""
+"""`HYDRATOR_*` variables no option reads: a misspelled one would otherwise be ignored silently.
+The warning's wording serves the config file's unknown keys too (config_file.py)."""
 
 from __future__ import annotations
 
@@ -52,5 +53,10 @@ def unknown_variables_warning(environ: Mapping[str, str], known: set[str]) -> st
         close = difflib.get_close_matches(name.removeprefix(PREFIX), list(ours), 1, 0.75)
         return f"{name} (did you mean {ours[close[0]]}?)" if close else name
 
-    them = "it" if len(unknown) == 1 else "them"
-    return f"Warning: ignoring {', '.join(map(named, unknown))}: no option reads {them}"
+    return ignoring_warning([named(name) for name in unknown])
+
+
+def ignoring_warning(names: list[str], where: str = "") -> str:
+    """`Warning: ignoring A, B (did you mean C?)<where>: no option reads them`."""
+    them = "it" if len(names) == 1 else "them"
+    return f"Warning: ignoring {', '.join(names)}{where}: no option reads {them}"

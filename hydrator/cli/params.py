@@ -1,15 +1,18 @@
-"""The kinds of value the CLI's options take, and the environment variable each option reads."""
+"""The kinds of value the CLI's options take, the environment variable each option reads, and
+the options several commands share (declared once here, so that each says the same everywhere)."""
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 from click.core import ParameterSource
 
 from hydrator.config import (
+    DEFAULT_APPLICATION_ID,
     ConfigError,
     check_application_id,
     is_uri,
@@ -21,6 +24,7 @@ from hydrator.kafka.client_config import split_env_properties
 from hydrator.ops.config_show import source_of
 
 ENGINES = ("spark", "embedded")
+PORT = click.IntRange(0, 65535)
 FORMATS = FORMAT_NAMES  # grows as codecs are added to hydrator/formats
 
 
@@ -43,34 +47,51 @@ class SourcedOption(click.Option):
         return hint
 
 
+# Every --help shows each option's default (set on the `hydrator` group and the live view).
+SHOW_DEFAULTS = {"show_default": True}
+
 # `click.option`, for an option that names the source of a bad value.
 option = functools.partial(click.option, cls=SourcedOption)
 
+Command = TypeVar("Command", bound=Callable[..., Any])
+OptionDecorator = Callable[[Command], Command]
 
-class Duration(click.ParamType):
+
+def env_option(*param_decls: str, **attrs: Any) -> OptionDecorator[Any]:
+    """An option that also reads `HYDRATOR_<LONG NAME>` (`--state-dir`: HYDRATOR_STATE_DIR) and
+    names the source of a bad value."""
+    long_name = next(decl for decl in param_decls if decl.startswith("--"))
+    attrs.setdefault("envvar", env_name(long_name.split("/")[0].removeprefix("--")))
+    return option(*param_decls, **attrs)
+
+
+class _Measure(click.ParamType):
+    """A quantity spelled with its unit, as `parse` reads it; a number already parsed (a
+    default) passes as it is."""
+
+    parse: Callable[[str], int]
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        try:
+            return type(self).parse(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class Duration(_Measure):
     """`500ms`, `30s`, `2m`, `24h`, `7d` (a bare number is seconds) -> milliseconds."""
 
     name = "duration"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        if isinstance(value, int):
-            return value
-        try:
-            return parse_duration_ms(value)
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
+    parse = staticmethod(parse_duration_ms)
 
 
-class Size(click.ParamType):
+class Size(_Measure):
+    """`2048`, `2KB`, `16MB` (binary multiples) -> bytes."""
+
     name = "size"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        if isinstance(value, int):
-            return value
-        try:
-            return parse_size_bytes(value)
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
+    parse = staticmethod(parse_size_bytes)
 
 
 class SizeOrOff(Size):
@@ -115,3 +136,57 @@ class KafkaProperty(click.ParamType):
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
         return str(value)
+
+
+# -- options several commands take, declared once ------------------------------------------------
+
+
+def engine_option() -> OptionDecorator[Any]:
+    return env_option("--engine", type=click.Choice(ENGINES), default="embedded")
+
+
+def bootstrap_servers_option(default: str | None = None, **attrs: Any) -> OptionDecorator[Any]:
+    """Required unless a `default` is given (the dev loop's local broker)."""
+    if default is None:
+        attrs["required"] = True
+    else:
+        attrs["default"] = default
+    return env_option("--bootstrap-servers", metavar="HOST:PORT[,...]", **attrs)
+
+
+def application_id_option() -> OptionDecorator[Any]:
+    return env_option(
+        "--application-id",
+        type=ApplicationId(),
+        default=DEFAULT_APPLICATION_ID,
+        help="Consumer group, prefix of the internal topics and state sub-directory.",
+    )
+
+
+def state_dir_option(help: str | None = None, uri: bool = False) -> OptionDecorator[Any]:
+    """A local directory, or with `uri` also a URI (`run --engine spark`'s checkpoint)."""
+    path_type = StateDir() if uri else click.Path(file_okay=False, path_type=Path)
+    return env_option("--state-dir", type=path_type, default="hydrator-state", help=help)
+
+
+def format_option(help: str | None = None, **attrs: Any) -> OptionDecorator[Any]:
+    return env_option(
+        "--format", "format_", type=click.Choice(FORMATS), default="auto", help=help, **attrs
+    )
+
+
+def from_beginning_option(help: str) -> OptionDecorator[Any]:
+    return option("--from-beginning/--from-end", default=True, help=help)
+
+
+def kafka_property_option() -> OptionDecorator[Any]:
+    return env_option(
+        "-X",
+        "--kafka-property",
+        "kafka_properties",
+        type=KafkaProperty(),
+        multiple=True,
+        metavar="NAME=VALUE",
+        help="librdkafka property for every client (consumer./producer./admin. prefix for one "
+        "kind). Give secrets through HYDRATOR_KAFKA_PROPERTY or --config, not on the command line.",
+    )

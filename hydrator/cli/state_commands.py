@@ -12,10 +12,16 @@ from typing import TYPE_CHECKING
 import click
 
 from hydrator.cli.bootstrap_command import bootstrap_command
-from hydrator.cli.config_file import config_defaults
-from hydrator.cli.params import ENGINES, FORMATS, ApplicationId, env_name, option
+from hydrator.cli.config_file import config_option, run_config_loader
+from hydrator.cli.params import (
+    Command,
+    application_id_option,
+    engine_option,
+    format_option,
+    option,
+    state_dir_option,
+)
 from hydrator.cli.run_command import run
-from hydrator.config import DEFAULT_APPLICATION_ID
 from hydrator.errors import exit_code_for
 
 if TYPE_CHECKING:
@@ -25,53 +31,16 @@ if TYPE_CHECKING:
 _STATE_KEYS = ("engine", "state_dir", "application_id", "format_")
 
 
-def _load_state_config(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
-    """A file written for `run` (checked as `run` checks it): the state tools take their own
-    options from it."""
-    if not value:
-        return
-    defaults = config_defaults(ctx, param, value, run.params)
-    own = {p.name for p in ctx.command.params}
-    picked = {name: v for name, v in defaults.items() if name in _STATE_KEYS and name in own}
-    ctx.default_map = {**(ctx.default_map or {}), **picked}
-
-
-def _state_options(command: Callable[..., None]) -> Callable[..., None]:
+def _state_options(command: Command) -> Command:
     """The options every state tool takes: where the state is, and of which engine."""
-    for add_option in reversed(
-        [
-            option(
-                "--config",
-                type=click.Path(dir_okay=False),
-                envvar=env_name("config"),
-                callback=_load_state_config,
-                is_eager=True,
-                expose_value=False,
-                help="The run's TOML file: its state-dir, application-id, engine and format "
-                "are used.",
-            ),
-            option(
-                "--engine",
-                type=click.Choice(ENGINES),
-                default="embedded",
-                show_default=True,
-                envvar=env_name("engine"),
-            ),
-            option(
-                "--state-dir",
-                type=click.Path(file_okay=False, path_type=Path),
-                default=Path("hydrator-state"),
-                show_default=True,
-                envvar=env_name("state_dir"),
-            ),
-            option(
-                "--application-id",
-                type=ApplicationId(),
-                default=DEFAULT_APPLICATION_ID,
-                show_default=True,
-                envvar=env_name("application_id"),
-            ),
-        ]
+    for add_option in (
+        application_id_option(),
+        state_dir_option(),
+        engine_option(),
+        config_option(
+            run_config_loader(run.params, _STATE_KEYS),
+            "The run's TOML file: its state-dir, application-id, engine and format are used.",
+        ),
     ):
         command = add_option(command)
     return command
@@ -120,15 +89,7 @@ def _state_tool(work: Callable[[], int]) -> None:
 @_state_options
 @option("--input-topic", help="The key's input topic (default: every input topic the stores hold).")
 @option("--key", "key_json", required=True, help="The primary key as JSON: '{\"id\": 1}'.")
-@option(
-    "--format",
-    "format_",
-    type=click.Choice(FORMATS),
-    default="auto",
-    show_default=True,
-    envvar=env_name("format"),
-    help="The run's --format: its codec names the key the state is stored under.",
-)
+@format_option("The run's --format: its codec names the key the state is stored under.")
 @click.option(
     "--full-values",
     is_flag=True,

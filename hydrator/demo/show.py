@@ -9,8 +9,8 @@ from typing import Any
 
 from hydrator import exact
 from hydrator.core.records import HEADER_FILLED, HEADER_SOURCE, HEADER_UNRESOLVED
-from hydrator.demo.publish import Consumed
 from hydrator.demo.truth import JSON, Documents
+from hydrator.events import RawRecord
 from hydrator.formats.debezium import NEW_KEY_HEADER, OLD_KEY_HEADER
 from hydrator.formats.keys import canonical_key
 
@@ -20,8 +20,8 @@ NAME_WIDTH = 16
 
 @dataclass(frozen=True)
 class Pair:
-    raw: Consumed
-    enriched: Consumed
+    raw: RawRecord
+    enriched: RawRecord
 
     @property
     def filled(self) -> list[str]:
@@ -44,7 +44,7 @@ class Counts:
         )
 
 
-def pairs(raw: Sequence[Consumed], enriched: Sequence[Consumed]) -> list[Pair]:
+def pairs(raw: Sequence[RawRecord], enriched: Sequence[RawRecord]) -> list[Pair]:
     by_source = {r.source: r for r in raw}
     out = []
     for record in enriched:
@@ -273,7 +273,7 @@ def _mark(had: Any, got: Any) -> str:
     return "  <- filled" if had != got else ""
 
 
-def _op(record: Consumed, documents: Documents) -> str | None:
+def _op(record: RawRecord, documents: Documents) -> str | None:
     value = documents.value(record.value)
     return None if value is None else value.get("op")
 

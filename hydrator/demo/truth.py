@@ -14,7 +14,7 @@ from typing import Any, Protocol
 import orjson
 
 from hydrator.core.records import HEADER_SOURCE
-from hydrator.demo.publish import Consumed
+from hydrator.events import RawRecord
 from hydrator.formats.keys import canonical_key
 
 Truth = Mapping[str, dict[str, Any] | None]
@@ -53,11 +53,11 @@ JSON = JsonDocuments()
 
 
 def truth_from_twin(
-    raw: Sequence[Consumed], twin: Sequence[Consumed], documents: Documents = JSON
+    raw: Sequence[RawRecord], twin: Sequence[RawRecord], documents: Documents = JSON
 ) -> dict[str, Any]:
     """Pair each raw record with the twin's record of the same key and rank (every statement ran
     on both tables, so each key has the same history in both)."""
-    twins: dict[str, list[Consumed]] = defaultdict(list)
+    twins: dict[str, list[RawRecord]] = defaultdict(list)
     for record in sorted(twin, key=lambda r: (r.partition, r.offset)):
         twins[_row_key(record, documents)].append(record)
     rank: dict[str, int] = defaultdict(int)
@@ -72,14 +72,14 @@ def truth_from_twin(
     return truth
 
 
-def _row_key(record: Consumed, documents: Documents) -> str:
+def _row_key(record: RawRecord, documents: Documents) -> str:
     # every record of a Debezium table topic, tombstones too, is keyed by the row's primary key
     assert record.key is not None
     return documents.key(record.key)
 
 
 def mismatches(
-    enriched: Sequence[Consumed], truth: Truth, documents: Documents = JSON
+    enriched: Sequence[RawRecord], truth: Truth, documents: Documents = JSON
 ) -> list[str]:
     """Every difference between the hydrated records and their truth, plus raw records that
     produced no output (they must all come out: none is expected to be dropped here)."""

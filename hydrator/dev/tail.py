@@ -22,7 +22,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 
 from hydrator.dev.render import TailRecord
 from hydrator.errors import ConfigurationError
-from hydrator.kafka.offsets import OffsetProbe, from_the_start
+from hydrator.kafka.offsets import from_the_start, topic_ends
 
 POLL_S = 0.5
 TIMEOUT_S = 30.0
@@ -55,14 +55,8 @@ def records(options: TailOptions, stopping: Callable[[], bool]) -> Iterator[Tail
     """The topic's records in arrival order per partition, until the end found at the start
     (unless following), `max_records` or `stopping()`."""
     config = client_config(options)
-    probe = OffsetProbe(config)
-    try:
-        partitions = _partitions(probe, options.topic)
-        ends = {
-            p: end for (_, p), end in probe.ends((options.topic, p) for p in partitions).items()
-        }
-    finally:
-        probe.close()
+    ends = _ends(config, options.topic)
+    partitions = list(ends)
     if options.from_beginning:
         start = from_the_start(options.topic, partitions)
     else:
@@ -131,9 +125,9 @@ def _raise_if_fatal(message: Any) -> None:
         raise KafkaException(error)
 
 
-def _partitions(probe: OffsetProbe, topic: str) -> list[int]:
+def _ends(config: dict[str, Any], topic: str) -> dict[int, int]:
     try:
-        return probe.partitions(topic)
+        return topic_ends(config, topic)
     except KafkaException as exc:
         if exc.args and exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
             raise TopicMissing(f"topic {topic!r} does not exist") from None

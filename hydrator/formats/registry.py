@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -101,15 +100,16 @@ class SchemaRegistry:
     def _client_for(self) -> Any:
         with self._lock:
             if self._client is None:
-                client_class, _ = _client_classes()
+                from confluent_kafka.schema_registry import SchemaRegistryClient
+
                 # retries are ours (logged, bounded by wait_s), not the client's
-                self._client = client_class(
+                self._client = SchemaRegistryClient(
                     {"max.retries": 0, "timeout": 10, **self.settings, "url": self.url}
                 )
             return self._client
 
     def _fetch(self, schema_id: int) -> str:
-        _, SchemaRegistryError = _client_classes()
+        from confluent_kafka.schema_registry.error import SchemaRegistryError
 
         began = time.monotonic()
         attempt = 0
@@ -146,17 +146,6 @@ class SchemaRegistry:
                 delay,
             )
             self._sleep(max(delay, 0.0))
-
-
-def _client_classes() -> tuple[Any, Any]:
-    """confluent-kafka's SchemaRegistryClient and SchemaRegistryError, imported quietly:
-    authlib, which the client imports, warns of its own httpx module at every import (a filter
-    of its own makes that warning "always" shown), nothing a user can act on. Recorded warnings
-    are not shown."""
-    with warnings.catch_warnings(record=True):
-        from confluent_kafka.schema_registry import SchemaRegistryClient
-        from confluent_kafka.schema_registry.error import SchemaRegistryError
-    return SchemaRegistryClient, SchemaRegistryError
 
 
 __all__ = ["SECRET_SETTINGS", "SchemaRegistry", "WriterSchema", "parse", "without_logical_types"]

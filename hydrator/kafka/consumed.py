@@ -15,6 +15,8 @@ from typing import cast
 
 from confluent_kafka import Message
 
+from hydrator.events import RawRecord
+
 ConsumedHeaders = list[tuple[str, bytes | None]]
 
 topic = cast(Callable[[Message], str], Message.topic)
@@ -22,4 +24,17 @@ partition = cast(Callable[[Message], int], Message.partition)
 offset = cast(Callable[[Message], int], Message.offset)
 headers = cast(Callable[[Message], ConsumedHeaders | None], Message.headers)
 
-__all__ = ["ConsumedHeaders", "headers", "offset", "partition", "topic"]
+
+def raw_record(msg: Message) -> RawRecord:
+    return RawRecord(
+        topic(msg),
+        partition(msg),
+        offset(msg),
+        msg.key(),
+        msg.value(),
+        tuple(headers(msg) or ()),
+        msg.timestamp()[1],
+    )
+
+
+__all__ = ["ConsumedHeaders", "headers", "offset", "partition", "raw_record", "topic"]

@@ -132,6 +132,18 @@ class OffsetProbe:
         self._consumer.close()
 
 
+def topic_ends(config: dict[str, Any], topic: str) -> dict[int, int]:
+    """The true end of every partition of `topic`, by partition number in order, found by a
+    probe of its own (configured by `config`, a consumer's)."""
+    probe = OffsetProbe(config)
+    try:
+        partitions = probe.partitions(topic)
+        ends = probe.ends((topic, p) for p in partitions)
+    finally:
+        probe.close()
+    return {p: ends[(topic, p)] for p in partitions}
+
+
 def from_the_start(topic: str, partitions: Iterable[int]) -> list[TopicPartition]:
     """Positions that read every record of `partitions`, for a consumer whose
     `auto.offset.reset` is earliest: offset 0, not OFFSET_BEGINNING, which is resolved through

@@ -10,7 +10,14 @@ from collections.abc import Callable
 
 import click
 
-from hydrator.formats import FORMAT_NAMES, codec_for
+from hydrator.cli.params import (
+    PORT,
+    SHOW_DEFAULTS,
+    bootstrap_servers_option,
+    format_option,
+    from_beginning_option,
+)
+from hydrator.formats import codec_for
 from hydrator.live.access import access
 from hydrator.live.feed import run_feed
 from hydrator.live.rows import RowChange
@@ -19,10 +26,8 @@ from hydrator.live.server import serve_live
 log = logging.getLogger("hydrator.live")
 
 
-@click.command()
-@click.option(
-    "--bootstrap-servers", required=True, envvar="HYDRATOR_BOOTSTRAP_SERVERS", show_envvar=True
-)
+@click.command(context_settings=SHOW_DEFAULTS)
+@bootstrap_servers_option(show_envvar=True)
 @click.option(
     "--topic",
     "topics",
@@ -32,35 +37,25 @@ log = logging.getLogger("hydrator.live")
     show_envvar=True,
     help="Enriched topic to show; repeat (or separate by spaces) for several.",
 )
-@click.option("--host", default="127.0.0.1", show_default=True, envvar="HYDRATOR_LIVE_HOST")
+@click.option("--host", default="127.0.0.1", envvar="HYDRATOR_LIVE_HOST")
 @click.option(
     "--port",
-    type=click.IntRange(0, 65535),
+    type=PORT,
     default=8080,
-    show_default=True,
     envvar="HYDRATOR_LIVE_PORT",
     help="0 picks a free port (logged).",
 )
-@click.option(
-    "--format",
-    "format_name",
-    type=click.Choice(FORMAT_NAMES),
-    default="auto",
-    show_default=True,
-    envvar="HYDRATOR_FORMAT",
-)
+@format_option()
 @click.option(
     "--max-rows",
     type=click.IntRange(min=1),
     default=500,
-    show_default=True,
     help="Keys kept for pages that connect later (the most recently changed).",
 )
 @click.option(
     "--preview-chars",
     type=click.IntRange(min=8),
     default=160,
-    show_default=True,
     help="Longer values are shown abbreviated, with their length.",
 )
 @click.option(
@@ -79,18 +74,13 @@ log = logging.getLogger("hydrator.live")
     help="Ask every client for ?token=<this> (open the page as /?token=...). "
     "Give it through the environment, not the command line.",
 )
-@click.option(
-    "--from-beginning/--from-end",
-    default=True,
-    show_default=True,
-    help="Start from the topics' first records, or only show new ones.",
-)
+@from_beginning_option("Start from the topics' first records, or only show new ones.")
 def main(
     bootstrap_servers: str,
     topics: tuple[str, ...],
     host: str,
     port: int,
-    format_name: str,
+    format_: str,
     max_rows: int,
     preview_chars: int,
     allowed_origins: tuple[str, ...],
@@ -102,7 +92,7 @@ def main(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("websockets").setLevel(logging.WARNING)
-    codec = codec_for(format_name)
+    codec = codec_for(format_)
     stop = threading.Event()
     failure: list[BaseException] = []
 

@@ -15,9 +15,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import psycopg
-from psycopg.types.hstore import register_hstore
-
 from hydrator.demo.connect import FLATTEN_SETTINGS
 from hydrator.formats.avro import AvroKeys, is_framed, read, schema_id_of
 from hydrator.formats.flat import columns
@@ -93,7 +90,7 @@ def capture(
     with bridge:
         for phase in phases:
             workload = _workload(phase, db, twins)
-            run_phase(db, twins, workload)
+            oracle.run_workload(db, twins, workload)
             executed += workload.statements
         for envelope, out in zip(chosen, outputs, strict=True):
             expected = sum(envelope.records_per(s.kind) for s in executed)
@@ -135,21 +132,6 @@ def _workload(phase: Phase, db: PgDatabase, twins: TwinTables) -> Workload:
     if isinstance(phase, Workload):
         return phase
     return phase(db, twins)
-
-
-def run_phase(db: PgDatabase, twins: TwinTables, workload: Workload) -> None:
-    """Every transaction on both twins (default identity first); DDL on both."""
-    with psycopg.connect(db.dsn) as conn:
-        info = psycopg.types.TypeInfo.fetch(conn, "hstore")
-        assert info is not None, "hstore extension missing"
-        register_hstore(info, conn)
-        for tx in workload.transactions:
-            for table in (twins.default, twins.full):
-                with conn.transaction():
-                    for stmt in tx:
-                        cur = conn.execute(stmt.compose(table), stmt.params)
-                        if stmt.kind != "ddl" and cur.rowcount != 1:
-                            raise AssertionError(f"{stmt.kind} on {table} hit {cur.rowcount} rows")
 
 
 def live_ids(db: PgDatabase, twins: TwinTables) -> list[int]:

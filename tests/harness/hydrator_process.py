@@ -8,7 +8,12 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+
+from hydrator.topology.layout import internal_topic
+from tests.harness.topics import create_topic
 
 ASSIGNED = re.compile(r"assigned partitions \[([\d, ]*)\]")
 PROGRESS_RECORDS = re.compile(r"records (\d+), commits")
@@ -47,15 +52,53 @@ def run_args(
     return [*args, *extra]
 
 
-def _command(args: list[str]) -> list[str]:
+@dataclass(frozen=True)
+class App:
+    """A test's application on the shared broker: its id (also its consumer group and the
+    prefix of its internal topics), its state directory and its input topic. The `app` fixture
+    (tests/conftest.py) makes one per test."""
+
+    bootstrap: str
+    name: str
+    state_dir: Path
+    source: str
+
+    @property
+    def dlq(self) -> str:
+        return internal_topic(self.name, "dlq")
+
+    def create_source(self, partitions: int) -> str:
+        create_topic(self.bootstrap, self.source, partitions)
+        return self.source
+
+    def run_args(
+        self, *extra: str, output_topic: str | None = None, output_suffix: str | None = None
+    ) -> list[str]:
+        """`hydrator run` (embedded) of this application on its input topic."""
+        return run_args(
+            self.bootstrap,
+            self.name,
+            [self.source],
+            self.state_dir,
+            *extra,
+            output_topic=output_topic,
+            output_suffix=output_suffix,
+        )
+
+
+def cli_command(args: list[str]) -> list[str]:
+    """`hydrator ARGS`, as the console script runs it."""
     return [sys.executable, "-m", "hydrator.cli", *args]
 
 
-def run_to_completion(args: list[str], timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
-    """Run a command that ends by itself (`--available-now`)."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+def run_to_completion(
+    args: list[str], timeout_s: float = 120, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run a command that ends by itself (`--available-now`, `tail`, the state tools...), with
+    `env` on top of this process's environment."""
+    environ = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     return subprocess.run(
-        _command(args), capture_output=True, text=True, timeout=timeout_s, env=env
+        cli_command(args), capture_output=True, text=True, timeout=timeout_s, env=environ
     )
 
 
@@ -79,7 +122,7 @@ class HydratorProcess:
     def start(self) -> None:
         self._log = open(self.log_path, "a")  # noqa: SIM115 - closed in wait()
         self.process = subprocess.Popen(
-            _command(self.args),
+            cli_command(self.args),
             stdout=self._log,
             stderr=subprocess.STDOUT,
             text=True,

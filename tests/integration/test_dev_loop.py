@@ -12,7 +12,6 @@ import random
 import signal
 import string
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -23,6 +22,7 @@ import pytest
 from confluent_kafka import Producer
 
 from hydrator.kafka.local_broker import free_port
+from tests.harness.hydrator_process import cli_command, run_to_completion
 
 if TYPE_CHECKING:
     from tests.harness.kafka import Broker
@@ -34,16 +34,12 @@ ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
 BIO = 3000
 
 
-def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "hydrator.cli", *args]
-
-
 class _Running:
-    """A long-running command whose output lines are read as they come."""
+    """A long-running `hydrator ARGS` whose output lines are read as they come."""
 
-    def __init__(self, args: list[str]) -> None:
+    def __init__(self, *args: str) -> None:
         self.process = subprocess.Popen(
-            args,
+            cli_command(list(args)),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -95,7 +91,7 @@ class _Running:
 @pytest.fixture
 def dev_broker() -> Iterator[tuple[_Running, str]]:
     port = free_port()
-    broker = _Running(_cli("dev", "broker", "--port", str(port)))
+    broker = _Running("dev", "broker", "--port", str(port))
     try:
         line = broker.wait_for("bootstrap servers", 60)
         assert line.endswith(f"127.0.0.1:{port}")
@@ -119,18 +115,16 @@ def test_dev_loop_from_broker_to_tail(
         conn.execute("INSERT INTO customers VALUES (1, 'Ada', %s)", (_bio(rng),))
 
     capture = _Running(
-        _cli(
-            "dev",
-            "capture",
-            "--dsn",
-            postgres.dsn,
-            "--table",
-            "public.customers",
-            "--bootstrap-servers",
-            bootstrap,
-            "--every",
-            "1",
-        )
+        "dev",
+        "capture",
+        "--dsn",
+        postgres.dsn,
+        "--table",
+        "public.customers",
+        "--bootstrap-servers",
+        bootstrap,
+        "--every",
+        "1",
     )
     try:
         capture.wait_for("capturing public.customers into topic dev.public.customers", 60)
@@ -147,8 +141,8 @@ def test_dev_loop_from_broker_to_tail(
         producer.produce("dev.public.customers", b"not a change event", b'{"id":3}', partition=0)
         assert producer.flush(30) == 0
 
-        done = subprocess.run(
-            _cli(
+        done = run_to_completion(
+            [
                 "run",
                 "--bootstrap-servers",
                 bootstrap,
@@ -161,20 +155,14 @@ def test_dev_loop_from_broker_to_tail(
                 "--state-dir",
                 str(tmp_path / "state"),
                 "--available-now",
-            ),
-            capture_output=True,
-            text=True,
-            timeout=180,
-            env=ENV,
+            ],
+            timeout_s=180,
         )
         assert done.returncode == 0, done.stdout + done.stderr
 
-        enriched = subprocess.run(
-            _cli("tail", "dev.public.customers.enriched", "--bootstrap-servers", bootstrap),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=ENV,
+        enriched = run_to_completion(
+            ["tail", "dev.public.customers.enriched", "--bootstrap-servers", bootstrap],
+            timeout_s=60,
         )
         assert enriched.returncode == 0, enriched.stdout + enriched.stderr
         assert "(4 records)" in enriched.stderr
@@ -188,12 +176,9 @@ def test_dev_loop_from_broker_to_tail(
         first = shown.split("\n\n")[0].splitlines()
         assert first[1].startswith("hydrator.")
 
-        dead = subprocess.run(
-            _cli("tail", "devloop-dlq", "--dlq", "--bootstrap-servers", bootstrap, "--max", "1"),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=ENV,
+        dead = run_to_completion(
+            ["tail", "devloop-dlq", "--dlq", "--bootstrap-servers", bootstrap, "--max", "1"],
+            timeout_s=60,
         )
         assert dead.returncode == 0, dead.stdout + dead.stderr
         lines = dead.stdout.splitlines()
@@ -230,12 +215,8 @@ def test_capture_refuses_a_table_without_a_primary_key(
         ("public.events", "table public.events has no primary key"),
         ("public.missing", "no table public.missing in database"),
     ):
-        done = subprocess.run(
-            _cli("dev", "capture", "--dsn", postgres.dsn, "--table", table),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=ENV,
+        done = run_to_completion(
+            ["dev", "capture", "--dsn", postgres.dsn, "--table", table], timeout_s=60
         )
         assert done.returncode == 1, done.stdout + done.stderr
         assert message in done.stderr
@@ -252,9 +233,7 @@ def test_tail_from_the_end_shows_only_new_records(kafka_broker: Broker, unique_n
     for i in range(5):
         producer.produce(topic, b'{"old": %d}' % i, partition=i % 2)
     assert producer.flush(30) == 0
-    tail = _Running(
-        _cli("tail", topic, "--from-end", "--max", "1", "--bootstrap-servers", bootstrap)
-    )
+    tail = _Running("tail", topic, "--from-end", "--max", "1", "--bootstrap-servers", bootstrap)
     try:
         time.sleep(3)  # it has found the ends and waits
         producer.produce(topic, b'{"new": 1}', partition=1)
@@ -269,12 +248,8 @@ def test_tail_from_the_end_shows_only_new_records(kafka_broker: Broker, unique_n
 
 def test_tail_of_a_missing_topic_says_so(kafka_broker: Broker) -> None:
     bootstrap = kafka_broker.bootstrap_servers
-    done = subprocess.run(
-        _cli("tail", "no-such-topic", "--bootstrap-servers", bootstrap),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=ENV,
+    done = run_to_completion(
+        ["tail", "no-such-topic", "--bootstrap-servers", bootstrap], timeout_s=60
     )
     assert done.returncode == 1
     assert "topic 'no-such-topic' does not exist" in done.stderr
@@ -285,12 +260,10 @@ def test_capture_says_when_java_is_missing(postgres: PgDatabase, tmp_path: Path)
     bin_dir.mkdir()
     with postgres.connect() as conn:
         conn.execute("CREATE TABLE customers (id int PRIMARY KEY)")
-    done = subprocess.run(
-        _cli("dev", "capture", "--dsn", postgres.dsn, "--table", "customers"),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**ENV, "PATH": str(bin_dir)},
+    done = run_to_completion(
+        ["dev", "capture", "--dsn", postgres.dsn, "--table", "customers"],
+        timeout_s=60,
+        env={"PATH": str(bin_dir)},
     )
     assert done.returncode == 1, done.stdout + done.stderr
     assert "Debezium cannot run: no java on PATH" in done.stderr
@@ -305,13 +278,7 @@ def test_capture_and_tail_say_when_no_broker_answers(postgres: PgDatabase) -> No
         ("dev", "capture", "--dsn", postgres.dsn, "--table", "customers"),
         ("tail", "dev.public.customers"),
     ):
-        done = subprocess.run(
-            _cli(*args, "--bootstrap-servers", nowhere),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=ENV,
-        )
+        done = run_to_completion([*args, "--bootstrap-servers", nowhere], timeout_s=60)
         assert done.returncode == 1, done.stdout + done.stderr
         assert f"no broker answers at {nowhere}" in done.stderr
         assert "start one with `hydrator dev broker`" in done.stderr
@@ -326,7 +293,7 @@ def test_tail_follow_stops_on_ctrl_c(kafka_broker: Broker, unique_name: str) -> 
     producer = Producer({"bootstrap.servers": bootstrap})
     producer.produce(topic, b'{"n": 1}', partition=0)
     assert producer.flush(30) == 0
-    tail = _Running(_cli("tail", topic, "--follow", "--bootstrap-servers", bootstrap))
+    tail = _Running("tail", topic, "--follow", "--bootstrap-servers", bootstrap)
     try:
         tail.wait_for('"n": 1', 60)
         code, output = tail.interrupt()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -22,9 +21,8 @@ from state import layout
 from state.layout import is_large_value_key
 from state.stores.rocksdb import RocksDBStore
 from tests.harness.cdc_events import ToastTable, after_of
-from tests.harness.hydrator_process import HydratorProcess, run_args, run_to_completion
-from tests.harness.kafka import Broker
-from tests.harness.topics import create_topic, produce, read_topic
+from tests.harness.hydrator_process import App, HydratorProcess, run_to_completion
+from tests.harness.topics import produce, read_topic
 
 pytestmark = pytest.mark.integration
 
@@ -37,16 +35,12 @@ MOVED = r"(\S+-state-\d+): the local store is damaged \((.*)\); moved it to (\S+
 class Run:
     """One application over a fresh input topic: inserts hydrated, then stores to damage."""
 
-    def __init__(self, broker: Broker, name: str, tmp_path: Path) -> None:
-        self.bootstrap = broker.bootstrap_servers
-        self.name = name
-        self.source, self.output = f"{name}.items", f"{name}.out"
-        self.state_dir = tmp_path / "state"
+    def __init__(self, app: App) -> None:
+        self.bootstrap, self.name, self.state_dir = app.bootstrap, app.name, app.state_dir
+        self.source, self.output = app.create_source(PARTITIONS), f"{app.name}.out"
+        self.dlq = app.dlq
         self.table = ToastTable(doc_size=DOC_SIZE)
-        create_topic(self.bootstrap, self.source, PARTITIONS)
-        self.args = run_args(
-            self.bootstrap, name, [self.source], self.state_dir, output_topic=self.output
-        )
+        self.args = app.run_args(output_topic=self.output)
 
     def once(self) -> str:
         """Run with --available-now; its log."""
@@ -79,15 +73,16 @@ class Run:
     def update_all(self) -> None:
         produce(self.bootstrap, self.source, [self.table.update(k) for k in range(KEYS)])
 
-    def check_every_update_hydrated(self) -> None:
-        """Every output is the full row (the placeholders filled from the changelog's state),
-        and nothing went to the DLQ."""
+    def check_every_update_hydrated(self, rounds: int = 2) -> None:
+        """Every output of the `rounds` writes of each key (the inserts, then updates) is the
+        full row (the placeholders filled from the changelog's state), and nothing went to the
+        DLQ."""
         outputs = read_topic(self.bootstrap, self.output)
-        assert len(outputs) == 2 * KEYS
+        assert len(outputs) == rounds * KEYS
         for out in outputs:
             lsn, after = after_of(out.value)
             assert after == self.table.expected_after[lsn], f"lsn {lsn}: {str(after)[:120]}"
-        assert read_topic(self.bootstrap, f"{self.name}-dlq") == []
+        assert read_topic(self.bootstrap, self.dlq) == []
 
     def check_no_large_value_deleted_in_the_changelog(self) -> None:
         """No update here drops a large value: a tombstone for one would be a store's damage
@@ -99,12 +94,7 @@ class Run:
 
 def _state_tool(run: Run, *args: str) -> subprocess.CompletedProcess[str]:
     where = ["--state-dir", str(run.state_dir), "--application-id", run.name]
-    return subprocess.run(
-        [sys.executable, "-m", "hydrator.cli", "state", *args, *where],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_to_completion(["state", *args, *where])
 
 
 def _first_value_owner(store: Path) -> str:
@@ -147,10 +137,8 @@ def _moved(log: str, stores: list[Path]) -> None:
         assert Path(found[store.name]).name.startswith(f"{store.name}.damaged-"), log
 
 
-def test_garbled_table_files_between_runs_are_found_at_open(
-    kafka_broker: Broker, unique_name: str, tmp_path: Path
-) -> None:
-    run = Run(kafka_broker, unique_name, tmp_path)
+def test_garbled_table_files_between_runs_are_found_at_open(app: App) -> None:
+    run = Run(app)
     stores = run.insert_and_flush()
     damaged_key = _first_value_owner(stores[0])
     for store in stores:
@@ -166,11 +154,11 @@ def test_garbled_table_files_between_runs_are_found_at_open(
 
 
 def test_garbled_table_files_under_a_running_engine_restart_it_and_cost_no_record(
-    kafka_broker: Broker, unique_name: str, tmp_path: Path
+    app: App, tmp_path: Path
 ) -> None:
     """The open-time check passed; the damage appears later, under a read (a row's, or a large
     value's inside the rules): the batch is aborted, the store moved aside and rebuilt."""
-    run = Run(kafka_broker, unique_name, tmp_path)
+    run = Run(app)
     stores = run.insert_and_flush()
     with HydratorProcess(run.args, tmp_path / "run.log") as process:
         process.wait_until_held(set(range(PARTITIONS)))
@@ -193,10 +181,8 @@ def test_garbled_table_files_under_a_running_engine_restart_it_and_cost_no_recor
     run.check_no_large_value_deleted_in_the_changelog()
 
 
-def test_a_missing_manifest_is_damage_not_a_crash_loop(
-    kafka_broker: Broker, unique_name: str, tmp_path: Path
-) -> None:
-    run = Run(kafka_broker, unique_name, tmp_path)
+def test_a_missing_manifest_is_damage_not_a_crash_loop(app: App) -> None:
+    run = Run(app)
     stores = run.insert_and_flush()
     for manifest in stores[0].glob("MANIFEST-*"):
         manifest.unlink()
@@ -210,13 +196,11 @@ def test_a_missing_manifest_is_damage_not_a_crash_loop(
     run.check_every_update_hydrated()
 
 
-def test_large_values_or_rows_removed_from_a_store_are_rebuilt_never_forgotten(
-    kafka_broker: Broker, unique_name: str, tmp_path: Path
-) -> None:
+def test_large_values_or_rows_removed_from_a_store_are_rebuilt_never_forgotten(app: App) -> None:
     """A store that disagrees with itself lost records the changelog still holds: rebuilt from
     it. The old sweep made the rows forget the columns and wrote that to the changelog, so
     every later update stayed unresolved, even after a rebuild."""
-    run = Run(kafka_broker, unique_name, tmp_path)
+    run = Run(app)
     stores = run.insert_and_flush()
     damaged_key = _first_value_owner(stores[0])
     without_values, without_rows = (RocksDBStore(path) for path in stores)
@@ -243,9 +227,4 @@ def test_large_values_or_rows_removed_from_a_store_are_rebuilt_never_forgotten(
         RocksDBStore.destroy(path)
     run.update_all()
     run.once()
-    outputs = read_topic(run.bootstrap, run.output)
-    assert len(outputs) == 3 * KEYS
-    for out in outputs:
-        lsn, after = after_of(out.value)
-        assert after == run.table.expected_after[lsn], f"lsn {lsn}: {str(after)[:120]}"
-    assert read_topic(run.bootstrap, f"{unique_name}-dlq") == []
+    run.check_every_update_hydrated(rounds=3)

@@ -15,9 +15,6 @@ are gone from the topic, as retention or compaction removes them), an empty stat
 from __future__ import annotations
 
 import logging
-import os
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -41,7 +38,7 @@ from hydrator.postgres.reselect import PostgresReselect, Table
 from hydrator.postgres.settings import ReselectSettings
 from tests.harness import oracle
 from tests.harness.debezium import create_topics
-from tests.harness.hydrator_process import run_args
+from tests.harness.hydrator_process import run_args, run_to_completion
 from tests.harness.kafka import Broker
 from tests.harness.postgres import PgDatabase
 from tests.harness.proxy import TcpProxy
@@ -102,6 +99,18 @@ def captures(
 def late(records: list[oracle.Captured]) -> list[oracle.Captured]:
     """The records after the rows' inserts: what a topic holds once those are gone."""
     return [r for r in records if r.value is None or oracle.payload(r.value)["op"] != "c"]
+
+
+def late_topic(
+    bootstrap: str, capture: oracle.TwinCapture, name: str
+) -> tuple[str, list[oracle.Captured]]:
+    """A new topic `<the capture's default topic>.<name>` holding its `late` records: (the
+    topic, the records)."""
+    topic = f"{capture.default_topic}.{name}"
+    records = late(capture.default)
+    create_topics(bootstrap, [topic], PARTITIONS)
+    produce(bootstrap, topic, records)
+    return topic, records
 
 
 def produce(bootstrap: str, topic: str, records: list[oracle.Captured]) -> None:
@@ -227,10 +236,7 @@ def test_an_empty_state_reselects_every_placeholder_and_says_which_are_exact(
 ) -> None:
     capture = captures[schemas]
     bootstrap = kafka_broker.bootstrap_servers
-    records = late(capture.default)
-    topic = f"{capture.default_topic}.late.{batch}"
-    create_topics(bootstrap, [topic], PARTITIONS)
-    produce(bootstrap, topic, records)
+    topic, records = late_topic(bootstrap, capture, f"late.{batch}")
     counting = CountingReselect()
     monkeypatch.setattr(embedded_engine, "batch_reselect", counting)
     if batch == "small":  # consumed batches of at most 4 records: many batches need a query
@@ -373,10 +379,7 @@ def test_the_command_line_reselects_and_keeps_the_password_out_of_its_output(
     `--no-changed-header`, as an operator runs it."""
     capture = captures[False]
     bootstrap = kafka_broker.bootstrap_servers
-    records = late(capture.default)
-    topic = f"{capture.default_topic}.cli"
-    create_topics(bootstrap, [topic], PARTITIONS)
-    produce(bootstrap, topic, records)
+    topic, records = late_topic(bootstrap, capture, "cli")
     db = postgres_module
     dsn = f"postgresql://{db.user}:{PASSWORD}@{db.host}:{db.port}/{db.dbname}"
     args = run_args(
@@ -390,14 +393,7 @@ def test_the_command_line_reselects_and_keeps_the_password_out_of_its_output(
         "50",
         output_suffix=".out",
     )
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "HYDRATOR_RESELECT": dsn}
-    done = subprocess.run(
-        [sys.executable, "-m", "hydrator.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        env=env,
-    )
+    done = run_to_completion(args, timeout_s=180, env={"HYDRATOR_RESELECT": dsn})
     assert done.returncode == 0, done.stderr[-3000:]
     assert PASSWORD not in done.stdout + done.stderr
     outputs = oracle.consume_all(bootstrap, topic + ".out", expected=len(records))

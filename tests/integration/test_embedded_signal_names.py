@@ -8,29 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.hydrator_process import HydratorProcess, run_args
-from tests.harness.kafka import Broker
-from tests.harness.topics import create_topic
+from tests.harness.hydrator_process import App, HydratorProcess
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.mark.parametrize("workers", [1, 2])
-def test_ctrl_c_is_logged_as_sigint(
-    kafka_broker: Broker, unique_name: str, tmp_path: Path, workers: int
-) -> None:
-    bootstrap = kafka_broker.bootstrap_servers
-    source = f"{unique_name}.items"
-    create_topic(bootstrap, source, 2)
-    args = run_args(
-        bootstrap,
-        unique_name,
-        [source],
-        tmp_path / "state",
-        "--workers",
-        str(workers),
-        output_suffix=".out",
-    )
+def test_ctrl_c_is_logged_as_sigint(app: App, tmp_path: Path, workers: int) -> None:
+    app.create_source(2)
+    args = app.run_args("--workers", str(workers), output_suffix=".out")
     with HydratorProcess(args, tmp_path / "run.log", own_group=True) as engine:
         engine.wait_until_held({0, 1})
         assert engine.interrupt(group=True) == 0, engine.log[-3000:]

@@ -16,7 +16,6 @@ from __future__ import annotations
 import random
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -25,7 +24,7 @@ from hydrator.core.records import HEADER_SOURCE, HEADER_UNRESOLVED
 from hydrator.demo.schema_registry import InMemorySchemaRegistry
 from hydrator.formats import FormatOptions, codec_for
 from tests.harness import envelopes, oracle
-from tests.harness.hydrator_process import run_args, run_to_completion
+from tests.harness.hydrator_process import App, run_args, run_to_completion
 from tests.harness.kafka import Broker
 from tests.harness.oracle import TwinCapture, TwinTables, Workload
 from tests.harness.postgres import PgDatabase
@@ -168,53 +167,31 @@ def _check_engine_output(
 
 
 def test_the_embedded_engine_hydrates_every_envelope(
-    captures: dict[str, TwinCapture],
-    registry: InMemorySchemaRegistry,
-    kafka_broker: Broker,
-    tmp_path: Path,
+    captures: dict[str, TwinCapture], registry: InMemorySchemaRegistry, app: App
 ) -> None:
     """`hydrator run --format auto --schema-registry-url ...` over the three topics at once."""
-    bootstrap = kafka_broker.bootstrap_servers
-    app = f"envelopes-{uuid.uuid4().hex[:6]}"
     inputs = [c.default_topic for c in captures.values()]
+    with_registry = ("--available-now", "--schema-registry-url", registry.url)
     args = run_args(
-        bootstrap,
-        app,
-        inputs,
-        tmp_path,
-        "--available-now",
-        "--schema-registry-url",
-        registry.url,
-        output_suffix=SUFFIX,
+        app.bootstrap, app.name, inputs, app.state_dir, *with_registry, output_suffix=SUFFIX
     )
     done = run_to_completion(args, timeout_s=240)
     assert done.returncode == 0, done.stderr[-5000:]
-    assert read_topic(bootstrap, f"{app}-dlq") == []
-    _check_engine_output(bootstrap, captures, registry, SUFFIX)
+    assert read_topic(app.bootstrap, app.dlq) == []
+    _check_engine_output(app.bootstrap, captures, registry, SUFFIX)
 
 
 def test_the_spark_engine_hydrates_every_envelope(
-    captures: dict[str, TwinCapture],
-    registry: InMemorySchemaRegistry,
-    kafka_broker: Broker,
-    tmp_path: Path,
+    captures: dict[str, TwinCapture], registry: InMemorySchemaRegistry, app: App
 ) -> None:
     from tests.integration.test_spark_engine import SPARK_TIMEOUT_S, spark_args
 
-    bootstrap = kafka_broker.bootstrap_servers
     inputs = [c.default_topic for c in captures.values()]
-    args = spark_args(
-        bootstrap,
-        f"envelopes-spark-{uuid.uuid4().hex[:6]}",
-        inputs,
-        tmp_path,
-        "--available-now",
-        "--schema-registry-url",
-        registry.url,
-    )
+    with_registry = ("--available-now", "--schema-registry-url", registry.url)
+    args = spark_args(app.bootstrap, app.name, inputs, app.state_dir, *with_registry)
     done = run_to_completion(args, timeout_s=SPARK_TIMEOUT_S)
     assert done.returncode == 0, done.stderr[-5000:]
     try:
-        _check_engine_output(bootstrap, captures, registry, ".hydrated")
+        _check_engine_output(app.bootstrap, captures, registry, ".hydrated")
     except AssertionError as exc:
         raise AssertionError(f"{exc}\nthe run's last lines:\n{done.stderr[-3000:]}") from None

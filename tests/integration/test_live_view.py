@@ -18,9 +18,8 @@ import pytest
 
 from tests.harness.browser import HeadlessChromium, chromium_path
 from tests.harness.cdc_events import PLACEHOLDER, ToastTable
-from tests.harness.hydrator_process import run_args, run_to_completion
-from tests.harness.kafka import Broker
-from tests.harness.topics import create_topic, produce
+from tests.harness.hydrator_process import App, run_to_completion
+from tests.harness.topics import produce
 
 pytestmark = pytest.mark.integration
 
@@ -39,8 +38,8 @@ Array.from(document.querySelectorAll('#rows tr')).map(tr => ({
 
 
 @pytest.fixture
-def live_view(kafka_broker: Broker, unique_name: str, tmp_path: Path) -> Iterator[str]:
-    """The app serving the enriched topic `<unique_name>.items.enriched`; yields its URL."""
+def live_view(app: App, tmp_path: Path) -> Iterator[str]:
+    """The live view serving the enriched topic `<app.source>.enriched`; yields its URL."""
     log_path = tmp_path / "live.log"
     with open(log_path, "w") as log:
         process = subprocess.Popen(
@@ -49,9 +48,9 @@ def live_view(kafka_broker: Broker, unique_name: str, tmp_path: Path) -> Iterato
                 "-m",
                 "hydrator.live",
                 "--bootstrap-servers",
-                kafka_broker.bootstrap_servers,
+                app.bootstrap,
                 "--topic",
-                f"{unique_name}.items.enriched",
+                f"{app.source}.enriched",
                 "--port",
                 "0",
                 "--preview-chars",
@@ -90,11 +89,8 @@ def browser(tmp_path: Path) -> Iterator[HeadlessChromium]:
         yield chromium
 
 
-def _hydrate(bootstrap: str, unique_name: str, source: str, state: Path) -> None:
-    args = run_args(
-        bootstrap, unique_name, [source], state, "--available-now", output_suffix=".enriched"
-    )
-    done = run_to_completion(args)
+def _hydrate(app: App) -> None:
+    done = run_to_completion(app.run_args("--available-now", output_suffix=".enriched"))
     assert done.returncode == 0, done.stderr
 
 
@@ -113,36 +109,30 @@ STATUS = "document.getElementById('status')"
 
 
 def test_page_says_it_waits_for_records_until_the_first_arrives(
-    kafka_broker: Broker, unique_name: str, tmp_path: Path, live_view: str, browser
+    app: App, live_view: str, browser
 ) -> None:
-    bootstrap = kafka_broker.bootstrap_servers
-    source = f"{unique_name}.items"
-    create_topic(bootstrap, source, 2)
+    app.create_source(2)
     browser.open(live_view)
     browser.wait_for(f"{STATUS}.dataset.state === 'waiting'")
     assert "waiting for records" in browser.evaluate(f"{STATUS}.textContent")
     assert browser.evaluate("document.querySelectorAll('#rows tr').length") == 0
 
     table = ToastTable(doc_size=3000)
-    produce(bootstrap, source, [table.insert(1)])
-    _hydrate(bootstrap, unique_name, source, tmp_path / "state")
+    produce(app.bootstrap, app.source, [table.insert(1)])
+    _hydrate(app)
     browser.wait_for(f"{STATUS}.dataset.state === 'live'", timeout_s=60)
     assert "1 rows" in browser.evaluate(f"{STATUS}.textContent")
 
 
-def test_page_shows_hydrated_rows_and_pushes_changes(
-    kafka_broker: Broker, unique_name: str, tmp_path: Path, live_view: str, browser
-) -> None:
-    bootstrap = kafka_broker.bootstrap_servers
-    source = f"{unique_name}.items"
-    create_topic(bootstrap, source, 2)
+def test_page_shows_hydrated_rows_and_pushes_changes(app: App, live_view: str, browser) -> None:
+    app.create_source(2)
     table = ToastTable(doc_size=3000)
     # inserts with the TOASTed `doc`, then updates that ship it as the placeholder; one delete
     records = [table.insert(k) for k in range(5)]
     records += [table.update(k) for k in range(5)]
     records.append(table.delete(4))
-    produce(bootstrap, source, records)
-    _hydrate(bootstrap, unique_name, source, tmp_path / "state")
+    produce(app.bootstrap, app.source, records)
+    _hydrate(app)
 
     with urllib.request.urlopen(f"{live_view}healthz", timeout=10) as response:
         assert response.read() == b"ok\n"
@@ -160,8 +150,8 @@ def test_page_shows_hydrated_rows_and_pushes_changes(
     assert PLACEHOLDER not in page_text
 
     # A change hydrated while the page is open arrives over the websocket, no reload.
-    produce(bootstrap, source, [table.update(2), table.update(2), table.insert(9)])
-    _hydrate(bootstrap, unique_name, source, tmp_path / "state")
+    produce(app.bootstrap, app.source, [table.update(2), table.update(2), table.insert(9)])
+    _hydrate(app)
     browser.wait_for(
         "(() => { const tr = document.querySelector('#rows tr[data-key=\\'{\"id\":2}\\']');"
         " return tr !== null && tr.querySelector('td[data-column=\"n\"]').textContent === '3'; })()"

@@ -4,20 +4,17 @@
 
 from __future__ import annotations
 
-import contextlib
 import resource
-import socket
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
 
 from tests.harness.cdc_events import ToastTable
-from tests.harness.hydrator_process import HydratorProcess, run_args
-from tests.harness.kafka import Broker
-from tests.harness.topics import create_topic, produce, read_topic
+from tests.harness.hydrator_process import App, HydratorProcess
+from tests.harness.idle_clients import idle_clients
+from tests.harness.topics import produce, read_topic
 from tests.integration.test_metrics_endpoint import SERVING, get, wait_for
 
 pytestmark = pytest.mark.integration
@@ -26,34 +23,16 @@ DESCRIPTORS = 1024
 IDLE_CLIENTS = 985
 
 
-@contextlib.contextmanager
-def idle_clients(port: int, count: int) -> Iterator[list[socket.socket]]:
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, count + 512)), hard))
-    clients: list[socket.socket] = []
-    try:
-        for _ in range(count):
-            clients.append(socket.create_connection(("127.0.0.1", port), timeout=10))
-        yield clients
-    finally:
-        for client in clients:
-            client.close()
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-
-
 def test_idle_connections_to_the_metrics_port_do_not_stop_the_engine(
-    kafka_broker: Broker, unique_name: str, tmp_path: Path
+    app: App, tmp_path: Path
 ) -> None:
-    bootstrap = kafka_broker.bootstrap_servers
-    source, output = f"{unique_name}.in", f"{unique_name}.out"
-    create_topic(bootstrap, source, 2)
+    bootstrap, source = app.bootstrap, app.create_source(2)
+    output = f"{app.name}.out"
     table = ToastTable(doc_size=3000, seed=7)  # large values: RocksDB opens files
     first = list(table.workload(50, updates_per_key=2))
     produce(bootstrap, source, first)
-    args = run_args(
-        bootstrap, f"{unique_name}-app", [source], tmp_path / "state",
-        "--metrics-port", "0", "--metrics-host", "127.0.0.1", output_topic=output,
-    )  # fmt: skip
+    local_metrics = ("--metrics-port", "0", "--metrics-host", "127.0.0.1")
+    args = app.run_args(*local_metrics, output_topic=output)
     with HydratorProcess(args, tmp_path / "engine.log") as engine:
         port = int(engine.wait_for_log(SERVING, timeout_s=60).group(1))
         pid = engine.process.pid

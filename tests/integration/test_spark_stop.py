@@ -14,9 +14,8 @@ import pytest
 
 from hydrator.core.records import HEADER_SOURCE
 from tests.harness.cdc_events import ToastTable, after_of
-from tests.harness.hydrator_process import HydratorProcess
-from tests.harness.kafka import Broker
-from tests.harness.topics import create_topic, produce, read_topic
+from tests.harness.hydrator_process import App, HydratorProcess
+from tests.harness.topics import produce, read_topic
 from tests.integration.test_spark_engine import SPARK_TIMEOUT_S, spark_args
 
 pytestmark = pytest.mark.integration
@@ -85,15 +84,14 @@ def _outputs_intact(bootstrap: str, output: str, table: ToastTable, committed: i
 
 
 def test_ctrl_c_and_kill_int_stop_spark_cleanly_and_an_idle_run_says_so(
-    kafka_broker: Broker, unique_name: str, tmp_path: Path
+    app: App, tmp_path: Path
 ) -> None:
-    bootstrap = kafka_broker.bootstrap_servers
-    source, output = f"{unique_name}.items", f"{unique_name}.items.hydrated"
-    create_topic(bootstrap, source, PARTITIONS)
+    bootstrap, source = app.bootstrap, app.create_source(PARTITIONS)
+    output = f"{source}.hydrated"
     table = ToastTable(doc_size=2500)
     first = [table.insert(k) for k in range(30)] + [table.update(k) for k in range(30)]
     produce(bootstrap, source, first)
-    args = spark_args(bootstrap, unique_name, [source], tmp_path / "state")
+    args = spark_args(bootstrap, app.name, [source], app.state_dir)
     args[args.index("--progress-interval") + 1] = "2s"
 
     # Ctrl-C at the terminal: SIGINT to the driver's whole process group.

@@ -14,6 +14,7 @@ from http.server import BaseHTTPRequestHandler
 import pytest
 
 from hydrator.metrics.bounded_http import BoundedHTTPServer
+from tests.harness.idle_clients import idle_clients
 
 
 class Ok(BaseHTTPRequestHandler):
@@ -42,18 +43,6 @@ def get(port: int, timeout_s: float = 5) -> str:
     url = f"http://127.0.0.1:{port}/healthz"
     with urllib.request.urlopen(url, timeout=timeout_s) as response:
         return response.read().decode()
-
-
-@contextlib.contextmanager
-def idle_clients(port: int, count: int) -> Iterator[list[socket.socket]]:
-    clients = []
-    try:
-        for _ in range(count):
-            clients.append(socket.create_connection(("127.0.0.1", port), timeout=5))
-        yield clients
-    finally:
-        for client in clients:
-            client.close()
 
 
 def test_many_idle_connections_cost_no_threads_and_a_probe_still_answers() -> None:

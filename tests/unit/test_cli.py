@@ -223,12 +223,16 @@ def test_config_file_env_and_command_line_precedence(
     assert config.available_now is True
 
 
-def test_unknown_key_in_config_file(captured: list[RunConfig], tmp_path: Path) -> None:
+def test_unknown_key_in_config_file_is_warned_and_left_out(
+    captured: list[RunConfig], tmp_path: Path
+) -> None:
     file = tmp_path / "hydrator.toml"
     file.write_text('bootstrap-servers = "h:1"\nhandof-timeout = "5s"\n')
     result = invoke([*BASE, "--config", str(file)])
-    assert result.exit_code == 2
-    assert "handof_timeout" in result.output
+    assert result.exit_code == 0, result.output
+    assert "ignoring handof-timeout (did you mean handoff-timeout?)" in result.stderr
+    (config,) = captured
+    assert config.hydration.handoff_timeout_ms == 60_000  # the default: the key was left out
 
 
 def test_env_var_lists_split_on_commas(captured: list[RunConfig]) -> None:

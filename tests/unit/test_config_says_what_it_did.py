@@ -1,7 +1,7 @@
-"""Configuration that says what it did: a `HYDRATOR_*` variable no option reads is named in a
-warning, top-level keys and a `[run]` table are one set, a string stands for a list of one, and an
-error about a value that came from the environment or the file says so. Driven as a user does:
-`python -m hydrator.cli` in a process, or through the CLI's entry point."""
+"""Configuration that says what it did: a `HYDRATOR_*` variable or a config-file key no option
+reads is named in a warning, top-level keys and a `[run]` table are one set, a string stands for a
+list of one, and an error about a value that came from the environment or the file says so.
+Driven as a user does: `python -m hydrator.cli` in a process, or through the CLI's entry point."""
 
 from __future__ import annotations
 
@@ -141,24 +141,76 @@ def test_a_key_both_at_top_level_and_under_run_is_exit_2_naming_it(
     assert runs == []
 
 
-def test_a_table_beside_run_is_an_unknown_option(runs: list, tmp_path: Path) -> None:
+def test_a_table_beside_run_is_warned_as_unknown(runs: list, tmp_path: Path) -> None:
     """Before, a `[spark]` table beside `[run]` was ignored without a word."""
     file = tmp_path / "run.toml"
-    file.write_text('[spark]\nmaster = "local[2]"\n[run]\nbootstrap-servers = "k:1"\n')
+    file.write_text(
+        '[spark]\nmaster = "local[2]"\n[rnu]\nworkers = 2\n[run]\nbootstrap-servers = "k:1"\n'
+    )
     result = invoke(["run", "--config", str(file), *REQUIRED[2:]])
-    assert result.exit_code == 2
-    assert "unknown option 'spark'" in result.output
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines() == [
+        f"Warning: ignoring [spark], [rnu] (did you mean [run]?) in {file}: no option reads them"
+    ]
+    (config, spark) = runs[0]
+    assert config.bootstrap_servers == "k:1" and spark is None
 
 
-def test_every_unknown_key_is_named_at_once_with_the_one_meant(runs: list, tmp_path: Path) -> None:
+def test_every_unknown_key_is_named_in_one_warning_and_the_run_goes_on(
+    runs: list, tmp_path: Path
+) -> None:
     file = tmp_path / "run.toml"
-    file.write_text('[run]\nhandof-timeout = "5s"\nworkerz = 2\ncolour = "red"\n')
+    file.write_text('workers = 3\n[run]\nhandof-timeout = "5s"\nworkerz = 2\ncolour = "red"\n')
+    result = invoke(["run", "--config", str(file), *REQUIRED])
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines() == [
+        "Warning: ignoring handof-timeout (did you mean handoff-timeout?), workerz (did you mean "
+        f"workers?), colour in {file}: no option reads them"
+    ]
+    (config, _) = runs[0]
+    assert config.workers == 3  # the keys it knows are taken
+    assert config.hydration.handoff_timeout_ms == 60_000
+
+
+def test_an_unknown_key_is_warned_before_the_command_runs_and_never_its_value(
+    tmp_path: Path,
+) -> None:
+    file = tmp_path / "run.toml"
+    file.write_text('bootstrap-servers = "k:1"\nsasl-pasword = "hunter2"\n')
+    done = hydrator("config", "show", "--config", str(file), *REQUIRED[2:])
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == [
+        f"Warning: ignoring sasl-pasword in {file}: no option reads it"
+    ]
+    assert "hunter2" not in done.stderr + done.stdout
+    assert "Warning" not in done.stdout  # config show's output stays a TOML file
+
+
+def test_an_unknown_key_and_a_key_set_twice_is_still_exit_2(runs: list, tmp_path: Path) -> None:
+    file = tmp_path / "run.toml"
+    file.write_text('colour = "red"\nworkers = 2\n[run]\nworkers = 3\n')
     result = invoke(["run", "--config", str(file), *REQUIRED])
     assert result.exit_code == 2
-    assert (
-        "unknown options 'handof_timeout' (did you mean handoff-timeout?), 'workerz' (did you "
-        "mean workers?), 'colour'" in result.output
+    assert "workers set both at top level and under [run]" in result.output
+    assert runs == []
+
+
+@pytest.mark.parametrize("tool", [["state", "stats"], ["state", "bootstrap", "--input-topic", "t"]])
+def test_the_state_tools_warn_of_the_run_file_s_unknown_keys_too(
+    tmp_path: Path, tool: list[str]
+) -> None:
+    """They read a file written for `run`: a key `run` does not know is warned; one it knows and
+    they do not use is left alone."""
+    file = tmp_path / "run.toml"
+    file.write_text(
+        'state-dir = "nowhere"\nworkers = 2\nbootstrap-servers = "127.0.0.1:1"\nstate_dri = "x"\n'
     )
+    done = hydrator(*tool, "--config", str(file))
+    lines = done.stderr.splitlines()
+    assert lines[0] == (
+        f"Warning: ignoring state-dri (did you mean state-dir?) in {file}: no option reads it"
+    )
+    assert "Warning" not in "\n".join(lines[1:])
 
 
 @pytest.mark.parametrize("placement", ["", "[run]\n"])

@@ -17,8 +17,8 @@ from typing import Protocol
 import orjson
 
 from hydrator.core.records import HEADER_SOURCE
-from hydrator.demo.publish import Consumed
 from hydrator.demo.show import Pair
+from hydrator.events import RawRecord
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ class Feed(Protocol):
         ...
 
 
-def mismatches(enriched: Sequence[Consumed], expected: Mapping[str, bytes | None]) -> list[str]:
+def mismatches(enriched: Sequence[RawRecord], expected: Mapping[str, bytes | None]) -> list[str]:
     """Every output that differs from its expected value (compared as JSON documents), every
     output for a record that should have written none, and every record without its output."""
     problems: list[str] = []

@@ -39,9 +39,9 @@ from hydrator.engines.embedded.reselect import BatchReselect
 from hydrator.engines.embedded.topics import check_topic_error
 from hydrator.engines.embedded.transaction import TransactionalWriter
 from hydrator.engines.embedded.watchdog import blocking
-from hydrator.events import RawRecord
 from hydrator.kafka import consumed
 from hydrator.kafka.broker_quirks import FIRST_OFFSET
+from hydrator.kafka.consumed import raw_record
 from hydrator.topology.layout import Topology
 from state.errors import StorageError
 
@@ -259,7 +259,7 @@ class StreamLoop:
             task = tasks.get(consumed.partition(msg))
             if task is None:
                 continue
-            batch.append((task, _raw(msg)))
+            batch.append((task, raw_record(msg)))
         if not batch:
             return {}
         stats = self._reselect.client.stats
@@ -286,7 +286,7 @@ class StreamLoop:
         if self._batch_started is None:
             self._batch_started = time.monotonic()
         self._uncommitted += 1
-        record = _raw(msg)
+        record = raw_record(msg)
         if record.topic != self._topology.handoff_topic:
             self._counts.batch(record.topic)["records"] += 1
             supplement = reselected.get(record.source) if reselected else None
@@ -482,15 +482,3 @@ def _rare_collections() -> Iterator[None]:
     finally:
         gc.set_threshold(*thresholds)
         gc.unfreeze()
-
-
-def _raw(msg: Message) -> RawRecord:
-    return RawRecord(
-        consumed.topic(msg),
-        consumed.partition(msg),
-        consumed.offset(msg),
-        msg.key(),
-        msg.value(),
-        tuple(consumed.headers(msg) or ()),
-        msg.timestamp()[1],
-    )
