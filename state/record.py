@@ -7,6 +7,7 @@ frozen constructor costs five times as much.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +36,7 @@ class StateRecord:
     first event that applies makes the image the stream's.
     """
 
-    image: dict[str, Any] | None = None
+    image: Mapping[str, Any] | None = None  # a dict, or a LazyImage (state/large.py)
     pos: tuple[int, ...] | None = None
     deleted: bool = False
     updated_at_ms: int = 0
@@ -48,7 +49,7 @@ class StateRecord:
 
     def with_row(
         self,
-        image: dict[str, Any] | None,
+        image: Mapping[str, Any] | None,
         pos: tuple[int, ...] | None,
         deleted: bool,
         updated_at_ms: int,
