@@ -47,6 +47,30 @@ class StateRecord:
     cell_times: dict[str, int] | None = None
     bootstrap: tuple[int, ...] | None = None
 
+    def __init__(  # written out: see hydrator/core/records.py
+        self,
+        image: Mapping[str, Any] | None = None,
+        pos: tuple[int, ...] | None = None,
+        deleted: bool = False,
+        updated_at_ms: int = 0,
+        handoffs: tuple[Handoff, ...] = (),
+        parked: tuple[RawRecord, ...] = (),
+        awaiting: str | None = None,
+        waiting_since_ms: int | None = None,
+        cell_times: dict[str, int] | None = None,
+        bootstrap: tuple[int, ...] | None = None,
+    ) -> None:
+        self.image = image
+        self.pos = pos
+        self.deleted = deleted
+        self.updated_at_ms = updated_at_ms
+        self.handoffs = handoffs
+        self.parked = parked
+        self.awaiting = awaiting
+        self.waiting_since_ms = waiting_since_ms
+        self.cell_times = cell_times
+        self.bootstrap = bootstrap
+
     def with_row(
         self,
         image: Mapping[str, Any] | None,
