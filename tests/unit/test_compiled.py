@@ -105,3 +105,21 @@ def test_a_written_out_initialiser_takes_and_sets_every_field_in_order() -> None
         assert assigned == set(fields), name
         checked.append(name.rpartition(":")[2])
     assert {"StateRecord", "ChangeEvent", "Transition"} <= set(checked)
+
+
+@pytest.mark.parametrize("format_name", ["debezium", "auto"])
+def test_an_event_with_nothing_to_fill_goes_out_as_its_own_bytes(format_name: str) -> None:
+    """Not parsed and written again: the output holds the input's bytes object itself."""
+    from hydrator.core import HydrationSettings, Hydrator, RawRecord
+    from hydrator.formats import codec_for
+
+    hydrator = Hydrator(codec_for(format_name), HydrationSettings(fill_before=False))
+    create = b'{"before":null,"after":{"id":1,"doc":"x"},"source":{"lsn":1},"op":"c"}'
+    update = b'{"before":null,"after":{"id":1,"doc":"y"},"source":{"lsn":2},"op":"u"}'
+    state = None
+    for offset, value in enumerate((create, update)):
+        raw = RawRecord("t", 0, offset, b'{"id":1}', value)
+        key = hydrator.route(raw)
+        step = hydrator.process(state, raw, key if isinstance(key, str) else None, 0)
+        state = step.state
+        assert step.emitted[0].value is value
