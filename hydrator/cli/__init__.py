@@ -33,7 +33,7 @@ __all__ = ["ENGINES", "FORMATS", "cli", "main", "run"]
 
 
 @click.group()
-# The core compiled or interpreted (setup.py): say which, a compiled one is about twice as fast.
+# The core compiled or interpreted (setup.py): same results, not the same speed: say which.
 @click.version_option(
     package_name="toast-hydrator", message=f"%(prog)s, version %(version)s, core {core_build()}"
 )
