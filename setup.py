@@ -51,7 +51,8 @@ class BuildCompiledCore(build_ext):
     their C files in parallel, and falls back to the interpreted modules on any failure."""
 
     def finalize_options(self) -> None:
-        if compiling_wanted() and not self.distribution.ext_modules:
+        # once per build: setuptools may finalize the command again
+        if compiling_wanted() and self.distribution.ext_modules is None:
             self.distribution.ext_modules = self._extensions()
         super().finalize_options()
 
@@ -131,9 +132,11 @@ def remove_compiled(base: Path) -> None:
         (base / f"{module}{suffix}").unlink(missing_ok=True)
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0]
+def _first_line(exc: BaseException, most: int = 160) -> str:
+    """What failed, short enough for one line (a compiler's message quotes its whole command
+    line; the build's own output above has the rest)."""
+    text = (str(exc).strip() or type(exc).__name__).splitlines()[0]
+    return text if len(text) <= most else text[: most - 3] + "..."
 
 
 setup(

@@ -22,14 +22,14 @@ FALLBACK = "toast-hydrator: installing the interpreted modules only: "
 
 def _wheel(tmp_path: Path, **env: str) -> tuple[list[str], str]:
     """The files of the wheel built from a copy of the sources, and the build's output."""
-    source = tmp_path / "src"
+    source = tmp_path / "project"
     shutil.copytree(
         ROOT,
         source,
         ignore=shutil.ignore_patterns(".*", "*.so", "__pycache__", "build", "tests", "docs"),
     )
     done = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "-w", "dist", "src"],
+        [sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "-w", "dist", "./project"],
         capture_output=True,
         text=True,
         cwd=tmp_path,
