@@ -220,7 +220,7 @@ def core(argv: list[str]) -> None:
         per_event = instructions(own, shape.events, args.callgrind_dir)
         print(f"core ({core_build()}): {per_event:,.0f} instructions per event")
         return
-    print(f"core ({core_build()}); {describe(machine_facts())}")
+    print(describe(machine_facts()))
     passes = timed_passes(shape, args.passes)
     for number, one in enumerate(passes, 1):
         wall, cpu = one.us_per_event()
