@@ -3,6 +3,7 @@
 python -m bench [options]            every runner on two pre-loaded backlogs, timed marginally
 python -m bench latency [options]    end-to-end latency and RSS over time at a steady rate
 python -m bench profile [options]    cProfile of the embedded engine on the workload
+python -m bench core [options]       the bare core alone: µs per event, or instructions
 """
 
 from __future__ import annotations
@@ -193,6 +194,41 @@ def profile(argv: list[str]) -> None:
     run_profile(shape_of(args), args.partitions, args.bootstrap_servers, args.out)
 
 
+def core(argv: list[str]) -> None:
+    from bench.core import instructions, timed_passes
+    from bench.machine import describe, machine_facts
+    from hydrator import core_build
+
+    parser = argparse.ArgumentParser(
+        prog="python -m bench core",
+        description="The bare core (Hydrator.route and process, a dict for state) over the "
+        "workload's events, made beforehand; each pass starts afresh on the same events.",
+    )
+    workload_options(parser, events=20_000, row_bytes=1_000, toast_bytes=8_000)
+    parser.set_defaults(keys=2_000)
+    parser.add_argument("--passes", type=int, default=5, help="timed passes; the best counts")
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="count instructions per event under valgrind's callgrind instead (two runs)",
+    )
+    parser.add_argument("--callgrind-dir", type=Path, default=Path("bench/results"))
+    args = parser.parse_args(argv)
+    shape = shape_of(args)
+    if args.instructions:
+        own = [a for a in argv if a != "--instructions"]
+        per_event = instructions(own, shape.events, args.callgrind_dir)
+        print(f"core ({core_build()}): {per_event:,.0f} instructions per event")
+        return
+    print(describe(machine_facts()))
+    passes = timed_passes(shape, args.passes)
+    for number, one in enumerate(passes, 1):
+        wall, cpu = one.us_per_event()
+        print(f"pass {number}: {wall:.1f} µs/event wall, {cpu:.1f} µs/event CPU")
+    wall, cpu = min(p.us_per_event()[0] for p in passes), min(p.us_per_event()[1] for p in passes)
+    print(f"best of {len(passes)}: {wall:.1f} µs/event wall, {cpu:.1f} µs/event CPU")
+
+
 def _split(argv: list[str]) -> tuple[list[str], list[str]]:
     if "--" in argv:
         i = argv.index("--")
@@ -202,7 +238,7 @@ def _split(argv: list[str]) -> tuple[list[str], list[str]]:
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    commands = {"latency": latency, "profile": profile}
+    commands = {"latency": latency, "profile": profile, "core": core}
     if argv and argv[0] in commands:
         commands[argv[0]](argv[1:])
     else:

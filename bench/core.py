@@ -1,55 +1,156 @@
 """The bare core on the same workload, in this process: `Hydrator.process` over every event with
-a dict for state and no Kafka. What an engine costs on top of it is its shell."""
+a dict for state and no Kafka. What an engine costs on top of it is its shell.
+
+`python -m bench core` times it alone: the events are made first, then `--passes` passes run
+over them, each with a new Hydrator and empty state (the same work every pass), and the best
+pass is reported. `--instructions` counts instead of timing: it runs the command twice under
+valgrind's callgrind, with one pass and with two, and the difference is one pass's
+instructions, which the machine's load does not move (start-up and making the events cancel).
+"""
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from itertools import islice
+from pathlib import Path
 
-from bench.workload import Checker, Workload
+from bench.workload import Checker, Workload, WorkloadShape
 
 CHUNK = 5_000  # events made at a time, outside the timed loop
+TOPIC = "bench.public.customers"
 
 
-def core_result(workload: Workload):  # -> throughput.Result (imported late: no cycle)
-    from bench.throughput import Result
-    from hydrator.core import Hydrator
-    from hydrator.events import RawRecord, Read
-    from hydrator.formats import codec_for
+@dataclass
+class Pass:
+    wall_s: float
+    cpu_s: float
+    events: int
 
-    hydrator = Hydrator(codec_for("debezium"))
-    states: dict = {}
-    checker = Checker(workload)
-    wall = cpu = 0.0
+    def us_per_event(self) -> tuple[float, float]:
+        """(wall, CPU) µs per event."""
+        return self.wall_s / self.events * 1e6, self.cpu_s / self.events * 1e6
+
+
+def records(workload: Workload) -> Iterator[list]:  # lists of RawRecord, CHUNK at a time
+    from hydrator.events import RawRecord
+
     events = workload.events()
     offset = 0
     while chunk := list(islice(events, CHUNK)):
         raws = []
         for _, key, value in chunk:
-            raws.append(RawRecord("bench.public.customers", 0, offset, key, value))
+            raws.append(RawRecord(TOPIC, 0, offset, key, value))
             offset += 1
-        emitted = []
+        yield raws
+
+
+class Core:
+    """One pass's Hydrator and state; `run` times a batch of records through it."""
+
+    def __init__(self) -> None:
+        from hydrator.core import Hydrator
+        from hydrator.formats import codec_for
+
+        self.hydrator = Hydrator(codec_for("debezium"))
+        self.states: dict = {}
+
+    def run(self, raws: list) -> tuple[Pass, list]:
+        from hydrator.events import Read
+
+        hydrator, states = self.hydrator, self.states
+        emitted: list = []
         began, began_cpu = time.perf_counter(), time.process_time()
         for raw in raws:
             read = Read(raw)  # as an engine does: routing and hydration share one read
             key = hydrator.route(read)  # every key of the workload decodes
-            step = hydrator.process(states.get(key), read, key, 0)  # type: ignore[arg-type]
+            step = hydrator.process(states.get(key), read, key, 0)
             if key is not None:
                 states[key] = step.state
             emitted.extend(step.emitted)
-        cpu += time.process_time() - began_cpu
-        wall += time.perf_counter() - began
+        cpu = time.process_time() - began_cpu
+        return Pass(time.perf_counter() - began, cpu, len(raws)), emitted
+
+
+def core_result(workload: Workload):  # -> throughput.Result (imported late: no cycle)
+    from bench.throughput import Result
+    from hydrator import core_build
+
+    core = Core()
+    checker = Checker(workload)
+    wall = cpu = 0.0
+    events = 0
+    for raws in records(workload):
+        timed, emitted = core.run(raws)
+        wall, cpu, events = wall + timed.wall_s, cpu + timed.cpu_s, events + timed.events
         for out in emitted:
             checker.check(out.value)
     verdict = checker.finish()
     return Result(
         "core",
-        "bare core (in-process, dict state, no Kafka)",
-        events_per_s=round(offset / wall),
-        cpu_us_per_event=round(cpu / offset * 1e6, 1),
+        f"bare core (in-process, dict state, no Kafka; {core_build()})",
+        events_per_s=round(events / wall),
+        cpu_us_per_event=round(cpu / events * 1e6, 1),
         output_records=verdict.records,
         output_check=verdict.summary(),
         check_examples=verdict.examples,
         processes="1 (in-process)",
         rate_method=f"in-process loop, {wall:.3f} s",
     )
+
+
+def timed_passes(shape: WorkloadShape, passes: int) -> list[Pass]:
+    """`passes` passes over the same events; the first one's outputs are checked."""
+    workload = Workload(shape)
+    checker = Checker(workload)
+    batches = list(records(workload))  # the truth is complete before any pass
+    result = []
+    for number in range(passes):
+        core = Core()
+        wall = cpu = 0.0
+        for raws in batches:
+            timed, emitted = core.run(raws)
+            wall, cpu = wall + timed.wall_s, cpu + timed.cpu_s
+            if number == 0:
+                for out in emitted:
+                    checker.check(out.value)
+        result.append(Pass(wall, cpu, workload.shape.events))
+    summary = checker.finish().summary()
+    if not summary.startswith("ok"):
+        raise SystemExit(f"python -m bench core: the outputs are {summary}")
+    return result
+
+
+def instructions(argv: list[str], events: int, out_dir: Path) -> float:
+    """Instructions per event: callgrind's count of this command with two passes less its count
+    with one. The profiles stay in `out_dir` (callgrind_annotate reads them)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    counts = []
+    for passes in (1, 2):
+        out = out_dir / f"core-{passes}.callgrind"
+        done = subprocess.run(
+            [
+                "valgrind",
+                "--tool=callgrind",
+                f"--callgrind-out-file={out}",
+                sys.executable,
+                "-m",
+                "bench",
+                "core",
+                *argv,
+                "--passes",
+                str(passes),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        found = re.search(r"Collected : (\d+)", done.stderr)
+        if done.returncode != 0 or found is None:
+            raise SystemExit(f"valgrind failed ({done.returncode}):\n{done.stderr[-2000:]}")
+        counts.append(int(found.group(1)))
+    return (counts[1] - counts[0]) / events

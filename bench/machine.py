@@ -28,17 +28,22 @@ def python_loop_mops(steps: int = CALIBRATION_STEPS, rounds: int = 3) -> float:
 
 
 def machine_facts() -> dict[str, Any]:
-    """Taken before a run starts: the load average then, and the machine's Python speed."""
+    """Taken before a run starts: the load average then, the machine's Python speed, and
+    whether the engine's core is compiled (docs/operations.md, "The compiled core")."""
+    from hydrator import core_build
+
     return {
         "cpus": os.cpu_count(),
         "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
         "python": sys.version.split()[0],
         "python_loop_mops": python_loop_mops(),
+        "core": core_build(),
     }
 
 
 def describe(machine: dict[str, Any]) -> str:
+    core = f"core {machine['core']}, " if "core" in machine else ""
     return (
         f"{machine['cpus']} CPUs, load average at start {machine['load_average_at_start'][0]}, "
-        f"Python speed {machine['python_loop_mops']} M loop steps/s"
+        f"{core}Python speed {machine['python_loop_mops']} M loop steps/s"
     )

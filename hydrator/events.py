@@ -31,17 +31,20 @@ class InvalidKey(RecordError, ValueError):
     """The key bytes are not a decodable key."""
 
 
-class Unavailable(TemporaryFailure, RuntimeError):
+class Unavailable(TemporaryFailure):
     """A service a codec needs to read records (a schema registry) did not answer after its
     retries. Not the record's fault: never a dead letter; the engine stops with the exit a
-    supervisor restarts it on, and the record is read again after the restart."""
+    supervisor restarts it on, and the record is read again after the restart. (Not also a
+    RuntimeError: a compiled class derives from few builtin exceptions, setup.py.)"""
 
 
 @dataclass(slots=True)
 class RawRecord:
     """A record as read from an input topic. A value: nothing changes one after it is made (not
     a `frozen` dataclass only because one is made per record, and that costs five times as
-    much)."""
+    much). The per-record classes here write their `__init__` out: a compiled dataclass's
+    generated one is interpreted (setup.py; tests/unit/test_compiled.py checks each sets every
+    field)."""
 
     topic: str
     partition: int
@@ -50,6 +53,24 @@ class RawRecord:
     value: bytes | None
     headers: Headers = ()
     timestamp_ms: int = 0
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers = (),
+        timestamp_ms: int = 0,
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.key = key
+        self.value = value
+        self.headers = headers
+        self.timestamp_ms = timestamp_ms
 
     @property
     def source(self) -> str:
@@ -168,6 +189,38 @@ class ChangeEvent:
     cell_times: Mapping[str, int] | None = None
     transaction: int | None = None
 
+    def __init__(
+        self,
+        op: Op,
+        before: dict[str, Any] | None,
+        after: dict[str, Any] | None,
+        missing_before: tuple[str, ...] = (),
+        missing_after: tuple[str, ...] = (),
+        key_columns: frozenset[str] = frozenset(),
+        position: Position | None = None,
+        old_key: str | None = None,
+        new_key: str | None = None,
+        new_key_route: bytes | None = None,
+        envelope: Any = None,
+        absent: Absent = Absent.DROPPED,
+        cell_times: Mapping[str, int] | None = None,
+        transaction: int | None = None,
+    ) -> None:
+        self.op = op
+        self.before = before
+        self.after = after
+        self.missing_before = missing_before
+        self.missing_after = missing_after
+        self.key_columns = key_columns
+        self.position = position
+        self.old_key = old_key
+        self.new_key = new_key
+        self.new_key_route = new_key_route
+        self.envelope = envelope
+        self.absent = absent
+        self.cell_times = cell_times
+        self.transaction = transaction
+
 
 @dataclass(frozen=True, slots=True)
 class Passthrough:
@@ -193,6 +246,20 @@ class Patch:
     whole_before: Image | None = None
     old_image: Image | None = None
     new_image: Image | None = None
+
+    def __init__(
+        self,
+        after: dict[str, Any] | None = None,
+        before: dict[str, Any] | None = None,
+        whole_before: Image | None = None,
+        old_image: Image | None = None,
+        new_image: Image | None = None,
+    ) -> None:
+        self.after = {} if after is None else after
+        self.before = {} if before is None else before
+        self.whole_before = whole_before
+        self.old_image = old_image
+        self.new_image = new_image
 
     def __bool__(self) -> bool:
         """Whether any column of the event's own images changes (whole images aside)."""

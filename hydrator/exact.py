@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from decimal import Decimal
-from typing import Any
+from typing import Any, Final
 
 import msgpack
 import orjson
@@ -30,10 +30,10 @@ from hydrator.errors import RecordError
 
 # A float this large (either sign) may be an integer literal orjson could not hold; a real
 # double that large is read again too, which costs time but changes nothing.
-_WIDE = 2.0**63
+_WIDE: Final = 2.0**63
 # msgpack's integer range: -2**63 .. 2**64-1.
-MIN_PACKED_INT = -(2**63)
-MAX_PACKED_INT = 2**64 - 1
+MIN_PACKED_INT: Final = -(2**63)
+MAX_PACKED_INT: Final = 2**64 - 1
 WIDE_INT = 1  # msgpack extension type code: a decimal integer in ASCII
 DECIMAL = 2  # msgpack extension type code: a Decimal's scientific string in ASCII
 _ENVELOPE = b'{"schema":'

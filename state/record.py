@@ -7,6 +7,7 @@ frozen constructor costs five times as much.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +36,7 @@ class StateRecord:
     first event that applies makes the image the stream's.
     """
 
-    image: dict[str, Any] | None = None
+    image: Mapping[str, Any] | None = None  # a dict, or a LazyImage (state/large.py)
     pos: tuple[int, ...] | None = None
     deleted: bool = False
     updated_at_ms: int = 0
@@ -46,9 +47,33 @@ class StateRecord:
     cell_times: dict[str, int] | None = None
     bootstrap: tuple[int, ...] | None = None
 
+    def __init__(  # written out: see hydrator/core/records.py
+        self,
+        image: Mapping[str, Any] | None = None,
+        pos: tuple[int, ...] | None = None,
+        deleted: bool = False,
+        updated_at_ms: int = 0,
+        handoffs: tuple[Handoff, ...] = (),
+        parked: tuple[RawRecord, ...] = (),
+        awaiting: str | None = None,
+        waiting_since_ms: int | None = None,
+        cell_times: dict[str, int] | None = None,
+        bootstrap: tuple[int, ...] | None = None,
+    ) -> None:
+        self.image = image
+        self.pos = pos
+        self.deleted = deleted
+        self.updated_at_ms = updated_at_ms
+        self.handoffs = handoffs
+        self.parked = parked
+        self.awaiting = awaiting
+        self.waiting_since_ms = waiting_since_ms
+        self.cell_times = cell_times
+        self.bootstrap = bootstrap
+
     def with_row(
         self,
-        image: dict[str, Any] | None,
+        image: Mapping[str, Any] | None,
         pos: tuple[int, ...] | None,
         deleted: bool,
         updated_at_ms: int,

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -8,11 +9,28 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+import hydrator
+from tests.harness.compiled import stale_compiled_modules
 from tests.harness.hydrator_process import App
 from tests.harness.kafka import Broker, kafka_broker_for_tests
 
 if TYPE_CHECKING:
     from tests.harness.postgres import PgDatabase
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """An editable install's compiled modules are imported in place of their sources: one
+    older than its source would test code that is not there any more."""
+    if os.environ.get(hydrator.COMPILED_SWITCH) == "0":
+        return  # the sources are imported
+    stale = stale_compiled_modules()
+    if stale:
+        pytest.exit(
+            f"sources changed after they were compiled: {', '.join(stale)}. `make setup` (or "
+            f"`pip install -e .`) compiles them again; {hydrator.COMPILED_SWITCH}=0 tests the "
+            "interpreted modules",
+            returncode=4,
+        )
 
 
 @pytest.fixture(scope="session")

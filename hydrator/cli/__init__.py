@@ -20,6 +20,7 @@ import os
 
 import click
 
+from hydrator import core_build
 from hydrator.cli.config_command import config_group
 from hydrator.cli.demo_command import demo
 from hydrator.cli.dev_commands import dev, tail
@@ -32,7 +33,10 @@ __all__ = ["ENGINES", "FORMATS", "cli", "main", "run"]
 
 
 @click.group(context_settings=SHOW_DEFAULTS)
-@click.version_option(package_name="toast-hydrator")
+# The core compiled or interpreted (setup.py): same results, not the same speed: say which.
+@click.version_option(
+    package_name="toast-hydrator", message=f"%(prog)s, version %(version)s, core {core_build()}"
+)
 @click.pass_context
 def cli(ctx: click.Context) -> None:
     """Keep the last full row per primary key; fill what CDC events leave out."""

@@ -9,8 +9,9 @@ from collections.abc import Iterable, Mapping
 import click
 
 PREFIX = "HYDRATOR_"
-# Read by other programs of the project: the live view (`python -m hydrator.live`) and the tests.
-OTHER_READERS = ("HYDRATOR_LIVE_", "HYDRATOR_TEST_")
+# Read by other programs of the project: the live view (`python -m hydrator.live`) and the tests;
+# and by the package's import (HYDRATOR_COMPILED: hydrator/__init__.py).
+OTHER_READERS = ("HYDRATOR_LIVE_", "HYDRATOR_TEST_", "HYDRATOR_COMPILED")
 
 
 def did_you_mean(name: str, candidates: Iterable[str]) -> str:

@@ -23,15 +23,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from decimal import Decimal
-from typing import Any
+from typing import Any, Final
 
 from hydrator import exact
 from hydrator.events import ChangeEvent, Image, Op, Patch
 from state.large import LargeValue, LazyImage, digest_of
 
 HEADER_CHANGED = "hydrator.changed"
-_PLAIN = frozenset({str, int, bool, float, type(None)})
-_ABSENT: Any = object()
+_PLAIN: Final = frozenset({str, int, bool, float, type(None)})
+_ABSENT: Final[Any] = object()
 
 
 def changed_columns(
@@ -49,10 +49,10 @@ def changed_columns(
         return tuple(column for column in new if column not in skip)
     # Columns copied from `previous` are equal by construction: never compared (nor read).
     filled = patch.after if patch.old_image is not None else {}
-    cells = previous.cells if type(previous) is LazyImage else previous
+    cells = previous.cells if type(previous) is LazyImage else _as_dict(previous)
     plain = _PLAIN
     changed = []
-    for column, value in new.items():  # the common cases inline: this runs for every event
+    for column, value in _as_dict(new).items():  # the common cases inline: runs for every event
         if column in skip or (column in filled and column in cells):
             continue
         old = cells.get(column, _ABSENT)
@@ -64,6 +64,12 @@ def changed_columns(
         if old is _ABSENT or not _same_cell(old, value):
             changed.append(column)
     return tuple(changed)
+
+
+def _as_dict(image: Image) -> dict[str, Any]:
+    """`image` typed as the dict it nearly always is (compiled, a dict's loop and `get` are C
+    calls; a Mapping's are method calls)."""
+    return image if type(image) is dict else dict(image)
 
 
 def changed_header(columns: tuple[str, ...]) -> tuple[str, bytes]:

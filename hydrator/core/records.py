@@ -2,7 +2,9 @@
 (records in are hydrator.events.RawRecord; handoffs are state.handoff.Handoff).
 
 All are values: nothing changes one after it is made. Those made for every event are not
-`frozen` dataclasses only because a frozen constructor costs five times as much.
+`frozen` dataclasses only because a frozen constructor costs five times as much, and their
+`__init__` is written out: a compiled dataclass's generated one is interpreted (setup.py;
+tests/unit/test_compiled.py checks each sets every field).
 """
 
 from __future__ import annotations
@@ -28,6 +30,14 @@ class OutputRecord:
     key: bytes | None
     value: bytes | None
     headers: Headers
+
+    def __init__(
+        self, partition: int, key: bytes | None, value: bytes | None, headers: Headers
+    ) -> None:
+        self.partition = partition
+        self.key = key
+        self.value = value
+        self.headers = headers
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,3 +69,17 @@ class Transition:
     handoffs: tuple[Handoff, ...] = ()
     dead: tuple[DeadLetter, ...] = ()
     counts: Mapping[str, int] = field(default_factory=dict)
+
+    def __init__(
+        self,
+        state: StateRecord | None,
+        emitted: tuple[OutputRecord, ...] = (),
+        handoffs: tuple[Handoff, ...] = (),
+        dead: tuple[DeadLetter, ...] = (),
+        counts: Mapping[str, int] | None = None,
+    ) -> None:
+        self.state = state
+        self.emitted = emitted
+        self.handoffs = handoffs
+        self.dead = dead
+        self.counts = {} if counts is None else counts

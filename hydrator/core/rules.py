@@ -27,6 +27,22 @@ class Hydration:
     reselected: tuple[str, ...] = ()
     reselected_current: tuple[str, ...] = ()
 
+    def __init__(  # written out: see hydrator/core/records.py
+        self,
+        patch: Patch,
+        filled: tuple[str, ...],
+        unresolved: tuple[str, ...],
+        state: StateRecord,
+        reselected: tuple[str, ...] = (),
+        reselected_current: tuple[str, ...] = (),
+    ) -> None:
+        self.patch = patch
+        self.filled = filled
+        self.unresolved = unresolved
+        self.state = state
+        self.reselected = reselected
+        self.reselected_current = reselected_current
+
 
 def is_stale(state: StateRecord | None, position: Position | None) -> bool:
     """Rule 4: an event at or before the stored position is a redelivery or out of order."""

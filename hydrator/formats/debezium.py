@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from functools import lru_cache
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import orjson
 
@@ -28,9 +28,9 @@ from hydrator.formats.placeholders import PlaceholderForms
 OLD_KEY_HEADER = "__debezium.oldkey"
 NEW_KEY_HEADER = "__debezium.newkey"
 PASSTHROUGH_OPS = {"t": "truncate event", "m": "logical decoding message"}
-OPS = {op.value: op for op in Op}
-_ABSENT = object()
-_NO_COLUMNS: frozenset[str] = frozenset()
+OPS: Final = {op.value: op for op in Op}
+_ABSENT: Final = object()
+_NO_COLUMNS: Final[frozenset[str]] = frozenset()
 
 FieldSchemas = Mapping[str, Mapping[str, Any]]
 # The columns of an image (`before`/`after`, by name) that hold the placeholder.

@@ -6,7 +6,7 @@ UTF-8: engines build their store keys from it."""
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
@@ -47,7 +47,7 @@ def canonical(document: Any) -> str:
         raise InvalidKey(f"key {exc}") from None
 
 
-CACHED_KEY_BYTES = 512
+CACHED_KEY_BYTES: Final = 512
 
 
 def canonical_key(raw: bytes) -> str:

@@ -42,12 +42,15 @@ class PlaceholderForms:
         self.hstore_json = orjson.dumps(self.hstore_map).decode()
         self.byte_ints = list(placeholder)
         self._strings = frozenset({text, self.base64, self.base64_url, self.hstore_json})
+        # Longer strings are passed over on their length: testing one for membership hashes it
+        # whole, and a row's large values were most of the cost of reading an event.
+        self._longest = max(map(len, self._strings))
         self._lists = ([text], [self.base64], [self.base64_url], [self.uuid], self.byte_ints)
 
     def matches_shape(self, value: Any) -> bool:
         """Schemaless detection: any spelling of P."""
         if isinstance(value, str):
-            return value in self._strings
+            return len(value) <= self._longest and value in self._strings
         if isinstance(value, list):
             return (len(value) == 1 or len(value) == len(self.byte_ints)) and value in self._lists
         if isinstance(value, dict):
@@ -57,13 +60,13 @@ class PlaceholderForms:
     def shaped_columns(self, image: Mapping[str, Any]) -> tuple[str, ...]:
         """The columns of `image` whose value is any spelling of P. Strings are the common
         case and are tested inline: this runs for every column of every schemaless event."""
-        strings, matches = self._strings, self.matches_shape
+        strings, longest, matches = self._strings, self._longest, self.matches_shape
         return tuple(
             [
                 column
                 for column, value in image.items()
                 if (
-                    value in strings
+                    len(value) <= longest and value in strings
                     if type(value) is str
                     else type(value) in (list, dict) and matches(value)
                 )

@@ -100,6 +100,13 @@ class RecordLimits:
     def limit(self, topic: str) -> int:
         return min(self.limits.get(topic, self.default), self.default)
 
+    def fits(
+        self, topic: str, key: bytes | None, value: bytes | None, headers: Headers | None
+    ) -> bool:
+        """Whether the record fits its topic as it is (`check` would return it unchanged),
+        without making anything: the common case, once per record written."""
+        return record_bytes(key, value, headers) <= self.limit(topic)
+
     def check(
         self,
         topic: str,

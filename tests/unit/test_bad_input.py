@@ -288,9 +288,10 @@ def test_an_unreadable_handoff_is_a_dead_letter() -> None:
 
 def test_a_tick_that_fails_dead_letters_what_was_parked() -> None:
     hydrator = debezium_hydrator(HydrationSettings(handoff_timeout_ms=10))
-    parked = RawRecord("raw", 0, 3, KEY, event())
-    # a waiting time no rule can compare: a state written by something else
-    state = StateRecord(parked=(parked,), awaiting="k", waiting_since_ms="x")  # type: ignore[arg-type]
+    # a parked record whose key does not decode (a state written by something else): the
+    # timeout cannot release it under its key
+    parked = RawRecord("raw", 0, 3, b"not a key", event())
+    state = StateRecord(parked=(parked,), awaiting="k", waiting_since_ms=0)
     out = hydrator.tick(state, 100)
     assert [d.record for d in out.dead] == [parked]
     assert out.state is not None and not out.state.is_waiting

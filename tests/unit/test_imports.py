@@ -19,11 +19,15 @@ import state
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# Each fresh interpreter imports one module and reports which of the project's it loaded.
+# Each fresh interpreter imports one module and reports which of the project's it loaded (not
+# the compiled modules' shared library, hydrator._compiled__mypyc: it is no layer's, setup.py).
 _PROBE = """
 import importlib, json, sys
 importlib.import_module(sys.argv[1])
-print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in ("hydrator", "state"))))
+print(json.dumps(sorted(
+    m for m in sys.modules
+    if m.split(".")[0] in ("hydrator", "state") and not m.endswith("__mypyc")
+)))
 """
 
 
@@ -32,7 +36,8 @@ def _modules() -> list[str]:
     for package in (hydrator, state):
         names.append(package.__name__)
         prefix = package.__name__ + "."
-        names += [m.name for m in pkgutil.walk_packages(package.__path__, prefix)]
+        found = pkgutil.walk_packages(package.__path__, prefix)
+        names += [m.name for m in found if not m.name.endswith("__mypyc")]
     return sorted(names)
 
 

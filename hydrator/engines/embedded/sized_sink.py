@@ -23,9 +23,11 @@ class SizeCheckedSink:
         self._counts = counts
 
     def output(self, input_topic: str, record: OutputRecord) -> None:
-        checked = self._limits.check(
-            self._outputs[input_topic], record.key, record.value, record.headers
-        )
+        topic = self._outputs[input_topic]
+        if self._limits.fits(topic, record.key, record.value, record.headers):
+            self._sink.output(input_topic, record)
+            return
+        checked = self._limits.check(topic, record.key, record.value, record.headers)
         if checked.dead:
             self._oversize(input_topic, record.partition, checked)
         else:

@@ -249,6 +249,8 @@ def _checked(
 ) -> tuple[str, Any, Any, Any]:
     key_bytes = key.encode() if isinstance(key, str) else key
     value_bytes = value.encode() if isinstance(value, str) else value
+    if limits.fits(topic, key_bytes, value_bytes, headers):
+        return topic, key, value, headers
     checked = limits.check(topic, key_bytes, value_bytes, headers)
     if checked.topic == topic and checked.value is value_bytes and checked.key is key_bytes:
         return topic, key, value, headers
