@@ -120,6 +120,20 @@ class Read:
     decimals: bool = False
     chosen: Codec | None = None
 
+    def __init__(
+        self,
+        record: RawRecord,
+        document: Any = None,
+        parsed: bool = False,
+        decimals: bool = False,
+        chosen: Codec | None = None,
+    ) -> None:
+        self.record = record
+        self.document = document
+        self.parsed = parsed
+        self.decimals = decimals
+        self.chosen = chosen
+
 
 class Op(StrEnum):
     """What the rules do per op: `after` of CREATE/UPDATE/READ is filled and becomes the stored

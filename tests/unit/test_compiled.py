@@ -104,7 +104,7 @@ def test_a_written_out_initialiser_takes_and_sets_every_field_in_order() -> None
         assert parameters == fields, name
         assert assigned == set(fields), name
         checked.append(name.rpartition(":")[2])
-    assert {"StateRecord", "ChangeEvent", "Transition"} <= set(checked)
+    assert {"StateRecord", "ChangeEvent", "Transition", "Read"} <= set(checked)
 
 
 @pytest.mark.parametrize("format_name", ["debezium", "auto"])
