@@ -38,7 +38,12 @@ from hydrator.kafka.record_limits import TopicLimits
 from hydrator.metrics.count_line import HEADLINE, describe_counts, headline_counts
 from hydrator.metrics.dead_letter_ratio import check_dead_letters
 from hydrator.metrics.jumps import JumpWatch
-from hydrator.topology.broker import create_absent, input_partitions, size_limits
+from hydrator.topology.broker import (
+    check_existing,
+    create_absent,
+    shared_partition_count,
+    size_limits,
+)
 from hydrator.topology.layout import Topology, output_topics
 
 log = logging.getLogger("hydrator.spark")
@@ -96,24 +101,30 @@ class SparkEngine:
     def _admin(self) -> AdminClient:
         return _checked_client(AdminClient, self._clients().admin(), self.config.kafka_properties)
 
-    def _input_partitions(self) -> int:
-        """The partition count of the inputs (the largest), which must all exist."""
-        return max(input_partitions(self._admin(), self.config.input_topics).values())
-
-    def _topology(self, partitions: int) -> tuple[Topology, dict[str, int]]:
-        """Create the topics the query writes (the state is in the checkpoint: no changelog);
-        the layout and the size limit of each topic."""
+    def _layout(self) -> Topology:
+        """The topics the query reads and writes, as the embedded engine lays them out (the
+        state is in the checkpoint: no changelog): the inputs exist and share one partition
+        count, and the topics that exist already fit it."""
         config = self.config
         admin = self._admin()
+        partitions = shared_partition_count(admin, config.input_topics)
         outputs = output_topics(config.input_topics, config.output_topic, config.output_suffix)
         limits = TopicLimits.for_max_record_bytes(config.hydration.max_record_bytes)
         topology = Topology(config.application_id, outputs, partitions, limits)
+        check_existing(admin, topology, changelog=False)
+        return topology
+
+    def _create_topics(self, topology: Topology) -> dict[str, int]:
+        """Create the topics the query writes that do not exist; the size limit of each."""
+        config = self.config
+        admin = self._admin()
+        partitions = topology.partitions
         created = create_absent(admin, topology, changelog=False)
         # read as state-only input: what `hydrator state bootstrap` seeded (hydrator/bootstrap)
         created += ensure_topics(admin, [bootstrap_topic_spec(config.application_id, partitions)])
         for name in created:
             log.info("created topic %s with %d partitions", name, partitions)
-        return topology, size_limits(admin, topology, changelog=False)
+        return size_limits(admin, topology, changelog=False)
 
     def _spec(self, topology: Topology, sizes: Mapping[str, int]) -> QuerySpec:
         config = self.config
@@ -157,10 +168,12 @@ class SparkEngine:
         self._stop_on_signals()
         self._check_output_names()
         self._check_client_properties()
-        partitions = self._input_partitions()
+        topology = self._layout()
         # As many shuffle partitions as input partitions, the parallelism the source has: each
         # is a state store committed and a Python task run per micro-batch, a fixed cost.
-        spark = spark_session(self.config.application_id, self.master, partitions, self.spark_conf)
+        spark = spark_session(
+            self.config.application_id, self.master, topology.partitions, self.spark_conf
+        )
         # The SparkContext replaced the SIGINT handler with its own (cancel every job, raise
         # KeyboardInterrupt in whatever Py4J call the main thread is in): Ctrl-C stops as
         # SIGTERM does instead.
@@ -173,7 +186,7 @@ class SparkEngine:
         # created: a bad --state-dir must not leave topics behind.
         checkpoint = CheckpointDirectory(spark, self.checkpoint)
         checkpoint.check_writable()
-        topology, sizes = self._topology(partitions)
+        sizes = self._create_topics(topology)
         progress = _Progress(self.config.progress_interval_s)
         spark.streams.addListener(progress)
         heartbeat = _Heartbeat(progress)
