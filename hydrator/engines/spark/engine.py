@@ -21,6 +21,7 @@ from hydrator.bootstrap.spark import bootstrap_topic_spec
 from hydrator.config import RunConfig
 from hydrator.engines.spark.checkpoint_dir import CheckpointDirectory, checkpoint_location
 from hydrator.engines.spark.clock import CatchUpGate, CatchUpListener, DowntimeLedger, ShippedGate
+from hydrator.engines.spark.kafka_source import deleted_topic
 from hydrator.engines.spark.metrics import SparkMetrics
 from hydrator.engines.spark.parked import parked_summary, stored_totals
 from hydrator.engines.spark.query import COUNTERS, OBSERVATION, QuerySpec, writer
@@ -31,7 +32,8 @@ from hydrator.engines.spark.session import (
     spark_session,
 )
 from hydrator.engines.spark.stateful import HydratorSpec
-from hydrator.kafka.admin import ensure_topics
+from hydrator.errors import HydratorError
+from hydrator.kafka.admin import ensure_topics, partition_counts
 from hydrator.kafka.client_config import ClientSettings, client_error
 from hydrator.kafka.offsets import OffsetProbe
 from hydrator.kafka.record_limits import TopicLimits
@@ -230,7 +232,7 @@ class SparkEngine:
             return
         query = writer(spark, spec).trigger(processingTime=TRIGGER_INTERVAL).start()
         self._running(query)
-        query.awaitTermination()
+        self._await(query, spec.topology)
 
     def _available_now(self, spark: SparkSession, spec: QuerySpec) -> None:
         """Drain inputs; handoffs written meanwhile need another run, and parked keys wait for
@@ -241,7 +243,7 @@ class SparkEngine:
         while not self._stop.is_set():
             query = writer(spark, spec).trigger(availableNow=True).start()
             self._running(query)
-            query.awaitTermination()
+            self._await(query, spec.topology)
             run = observed(query)
             self._read.update(
                 records=sum(p.numInputRows for p in query.recentProgress),
@@ -268,6 +270,27 @@ class SparkEngine:
         producer = Producer(self._clients().producer())
         producer.produce(handoff_topic, value=None, key=None, partition=0)
         producer.flush(30)
+
+    def _await(self, query: StreamingQuery, topology: Topology) -> None:
+        """Until `query` ends. One that failed while a topic it reads was deleted ends the run
+        naming the topic, however the failure showed: the source's own error, or its process or
+        a reader's dying (librdkafka can crash when a fetch answer names a deleted topic)."""
+        try:
+            query.awaitTermination()
+        except Exception:
+            gone = self._deleted(topology)
+            if not gone:
+                raise
+            raise HydratorError(deleted_topic(gone[0])) from None
+
+    def _deleted(self, topology: Topology) -> list[str]:
+        """The topics the query reads that no longer exist (none when that cannot be told)."""
+        names = [*self.config.input_topics, topology.handoff_topic]
+        try:
+            counts = partition_counts(self._admin(), names)
+        except KafkaException:
+            return []
+        return [name for name in names if counts[name] is None]
 
     def _stop_on_signals(self) -> None:
         """SIGINT (Ctrl-C) and SIGTERM alike: stop the query, in another thread (the handler
