@@ -23,7 +23,7 @@ from hydrator.engines.spark.checkpoint_dir import CheckpointDirectory, checkpoin
 from hydrator.engines.spark.clock import CatchUpGate, CatchUpListener, DowntimeLedger, ShippedGate
 from hydrator.engines.spark.kafka_source import deleted_topic
 from hydrator.engines.spark.metrics import SparkMetrics
-from hydrator.engines.spark.parked import parked_summary, stored_totals
+from hydrator.engines.spark.parked import earliest_timeout, parked_summary, stored_totals
 from hydrator.engines.spark.query import COUNTERS, OBSERVATION, QuerySpec, writer
 from hydrator.engines.spark.session import (
     QUIET_LOGGERS,
@@ -32,6 +32,7 @@ from hydrator.engines.spark.session import (
     spark_session,
 )
 from hydrator.engines.spark.stateful import HydratorSpec
+from hydrator.engines.spark.timeouts import TimeoutTicker, write_tick
 from hydrator.errors import HydratorError
 from hydrator.kafka.admin import ensure_topics, partition_counts
 from hydrator.kafka.client_config import ClientSettings, client_error
@@ -201,6 +202,10 @@ class SparkEngine:
         spec = replace(
             self._spec(topology, sizes), clock_offset_ms=ledger.start(), catch_up_gate=shipped.key
         )
+        # A processing-time timeout makes Spark run an empty batch after every batch to fire it:
+        # a batch per trigger while idle, and an AvailableNow query that never ends. Timeouts
+        # fire in batches with data instead: a tick record makes one run (timeouts.py).
+        spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")
         try:
             if self.config.available_now:
                 self._available_now(spark, spec)
@@ -230,16 +235,24 @@ class SparkEngine:
     def _continuous(self, spark: SparkSession, spec: QuerySpec) -> None:
         if self._stop.is_set():
             return
-        query = writer(spark, spec).trigger(processingTime=TRIGGER_INTERVAL).start()
-        self._running(query)
-        self._await(query, spec.topology)
+        ticker = TimeoutTicker(
+            lambda: earliest_timeout(spark, str(self.checkpoint)),
+            lambda: write_tick(self._clients(), spec.topology.handoff_topic),
+            self._stop,
+        )
+        spark.streams.addListener(ticker)
+        ticker.start()
+        try:
+            query = writer(spark, spec).trigger(processingTime=TRIGGER_INTERVAL).start()
+            self._running(query)
+            self._await(query, spec.topology)
+        finally:
+            ticker.stop()
+            spark.streams.removeListener(ticker)
 
     def _available_now(self, spark: SparkSession, spec: QuerySpec) -> None:
         """Drain inputs; handoffs written meanwhile need another run, and parked keys wait for
         their handoff or its timeout (a tick record makes Spark run the batch that fires it)."""
-        # A processing-time timeout makes every batch ask for a no-data batch after it, so an
-        # AvailableNow query would never end; timeouts fire in batches with data (a tick) instead.
-        spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")
         while not self._stop.is_set():
             query = writer(spark, spec).trigger(availableNow=True).start()
             self._running(query)
@@ -264,12 +277,7 @@ class SparkEngine:
             log.info("%d keys wait for a key-change handoff; next timeout in %.1fs", parked, wait_s)
             if self._stop.wait(wait_s):
                 return
-            self._tick(spec.topology.handoff_topic)
-
-    def _tick(self, handoff_topic: str) -> None:
-        producer = Producer(self._clients().producer())
-        producer.produce(handoff_topic, value=None, key=None, partition=0)
-        producer.flush(30)
+            write_tick(self._clients(), spec.topology.handoff_topic)
 
     def _await(self, query: StreamingQuery, topology: Topology) -> None:
         """Until `query` ends. One that failed while a topic it reads was deleted ends the run
