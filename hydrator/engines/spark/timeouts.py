@@ -219,7 +219,8 @@ class TimeoutTicker(StreamingQueryListener):
                 self.schedule.scan_failed()
                 if self._halted:
                     return
-                log.warning("could not read the next timeout from the state store: %s", exc)
+                reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                log.warning("could not read the next timeout from the state store: %s", reason)
                 self._changed.wait(RETRY_S)
             return
         with self._changed:
