@@ -66,7 +66,7 @@ def _run_engine(config: RunConfig, worker: Worker | None = None) -> int:
         run = _serving_worker_metrics(worker, engine.metrics.run, engine.metrics, engine.run)
     else:
         run = _serving_metrics(config, engine.metrics.run, engine.metrics, engine.run)
-    code = _guarded(run, run_secrets(config))
+    code = _guarded(run, run_secrets(config), worker.tell_error if worker else _echo_error)
     if engine.in_group:
         _exit_in_group(code)
     return code
@@ -116,9 +116,18 @@ def _serving_worker_metrics(
     return serve_and_run
 
 
-def _guarded(run: Callable[[], int | None], secrets: set[str]) -> int:
+def _echo_error(line: str) -> None:
+    click.echo(line, err=True)
+
+
+def _guarded(
+    run: Callable[[], int | None],
+    secrets: set[str],
+    tell_error: Callable[[str], None] = _echo_error,
+) -> int:
     """Run an engine; the exit code for how it ended (or the one `run` returns), by the kind of
-    error that ended it (hydrator/errors.py)."""
+    error that ended it (hydrator/errors.py). `tell_error` prints the one line of an error that
+    is not a crash (a worker hands it to its supervisor, which prints it last)."""
     try:
         code = run()
     except KeyboardInterrupt as exc:
@@ -128,7 +137,7 @@ def _guarded(run: Callable[[], int | None], secrets: set[str]) -> int:
         return exit_code_for(exc)
     except (ConfigurationError, TemporaryFailure, StorageError) as exc:
         # Not a crash: one line says what to change, or that a supervisor should try again.
-        click.echo(redact(f"Error: {exc}", secrets), err=True)
+        tell_error(redact(f"Error: {exc}", secrets))
         return exit_code_for(exc)
     except Exception as exc:
         log.exception("fatal: %s", exc)

@@ -19,6 +19,45 @@ def input_partitions(admin: AdminClient, inputs: Sequence[str]) -> dict[str, int
     return {topic: count for topic, count in counts.items() if count is not None}
 
 
+def shared_partition_count(admin: AdminClient, inputs: Sequence[str]) -> int:
+    """The one partition count of the input topics, which must all exist and agree."""
+    counts = input_partitions(admin, inputs)
+    distinct = set(counts.values())
+    if len(distinct) > 1:
+        listing = ", ".join(f"{t}={n}" for t, n in counts.items())
+        # One handoff topic (and one changelog) serve all inputs; they line up only if every
+        # input has the same number of partitions.
+        raise TopologyError(f"--input-topic: the topics must have one partition count ({listing})")
+    (count,) = distinct
+    return count
+
+
+def check_existing(admin: AdminClient, topology: Topology, changelog: bool = True) -> None:
+    """Topics the engine writes that exist already must fit the layout: an output has at least
+    the input's partitions (records keep their partition number), an internal topic exactly as
+    many (`changelog`: the changelog is one of them)."""
+    p = topology.partitions
+    outputs = set(topology.outputs.values())
+    internal = [topology.handoff_topic, topology.dlq_topic]
+    if changelog:
+        internal.insert(1, topology.changelog_topic)
+    counts = partition_counts(admin, [*outputs, *internal])
+    for name in outputs:
+        n = counts[name]
+        if n is not None and n < p:
+            raise TopologyError(
+                f"--output-topic/--output-suffix: {name} has {n} partitions, fewer than the "
+                f"input's {p}, so records could not keep their partition number"
+            )
+    for name in internal:
+        n = counts[name]
+        if n is not None and n != p:
+            raise TopologyError(
+                f"--application-id: its internal topic {name} has {n} partitions but the "
+                f"input has {p}; delete it (and the state directory) or use another id"
+            )
+
+
 def create_absent(admin: AdminClient, topology: Topology, changelog: bool = True) -> list[str]:
     """Create the topics the engine writes that do not exist yet; returns the names created."""
     return ensure_topics(admin, topology.created_topics(changelog))

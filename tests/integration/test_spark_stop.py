@@ -29,17 +29,7 @@ def _after_the_signal(log: str) -> str:
     return log[log.index("stopping the query") :]
 
 
-# An abandoned batch's Python worker may find its socket to the JVM closed: PySpark's worker
-# daemon prints that on the stderr the JVM hands it, out of the engine's reach (a known limit,
-# docs/operations.md, "Stopping and idle Spark"). Nothing else may show.
-_WORKER_PIPE = re.compile(
-    r"Traceback \(most recent call last\):\n(?:  File \"[^\n]*pyspark/daemon\.py\"[^\n]*\n)+"
-    r"BrokenPipeError: \[Errno 32\] Broken pipe\n"
-)
-
-
 def _quiet(log: str) -> None:
-    log = _WORKER_PIPE.sub("", log)
     for noise in NOISE:
         assert noise not in log, f"{noise!r} in the log:\n{log[-6000:]}"
 

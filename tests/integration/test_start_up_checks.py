@@ -45,6 +45,41 @@ def test_an_unwritable_state_dir_is_exit_2_before_any_topic_is_created(
     assert not created & topic_names(bootstrap)
 
 
+@pytest.mark.parametrize("engine", ["embedded", "spark"])
+@pytest.mark.parametrize("existing", ["inputs", "output", "handoff"])
+def test_partition_counts_that_do_not_fit_are_exit_2_before_any_topic_is_created(
+    kafka_broker: Broker, unique_name: str, tmp_path: Path, engine: str, existing: str
+) -> None:
+    """Both engines, one rule (hydrator/topology/broker.py): the inputs share one partition
+    count, an existing output has at least as many partitions, an internal topic exactly."""
+    bootstrap = kafka_broker.bootstrap_servers
+    first, second = f"{unique_name}.a", f"{unique_name}.b"
+    output, handoff = f"{unique_name}.out", f"{unique_name}-handoff"
+    create_topic(bootstrap, first, 2)
+    inputs = [first]
+    if existing == "inputs":
+        create_topic(bootstrap, second, 3)
+        inputs.append(second)
+        expected = (
+            f"--input-topic: the topics must have one partition count ({first}=2, {second}=3)"
+        )
+    elif existing == "output":
+        create_topic(bootstrap, output, 1)
+        expected = f"--output-topic/--output-suffix: {output} has 1 partitions, fewer than the"
+    else:
+        create_topic(bootstrap, handoff, 3)
+        expected = f"--application-id: its internal topic {handoff} has 3 partitions but the"
+    args = run_args(
+        bootstrap, unique_name, inputs, tmp_path / "state", "--available-now", output_topic=output
+    )
+    args[args.index("embedded")] = engine
+    done = run_to_completion(args, timeout_s=120)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert done.stderr.strip().splitlines()[-1].startswith(f"Error: {expected}"), done.stderr
+    assert "Traceback" not in done.stderr
+    assert f"{unique_name}-dlq" not in topic_names(bootstrap)
+
+
 SECRET = "n0t-in-any-log two words"
 
 

@@ -5,6 +5,7 @@ reads it."""
 from __future__ import annotations
 
 import base64
+import time
 from collections import defaultdict
 from typing import Any
 
@@ -24,6 +25,7 @@ from hydrator.engines.spark.kafka_sink import KafkaStreamWriter, pack_records, u
 from hydrator.engines.spark.routing import KEYLESS, TICK, UNDECODABLE, route
 from hydrator.engines.spark.stateful import (
     COUNTERS,
+    NEXT_TIMEOUT,
     OUTPUT_SCHEMA,
     HydratorSpec,
     group_function,
@@ -112,7 +114,13 @@ def output_rows(frames: list[pd.DataFrame]) -> list[dict[str, Any]]:
             )
         for counts in frame["counts"]:
             if counts is not None:
-                rows.append({"counts": dict(zip(COUNTERS, counts, strict=True))})
+                *summed, next_timeout = counts
+                rows.append(
+                    {
+                        "counts": dict(zip(COUNTERS, summed, strict=True)),
+                        NEXT_TIMEOUT: next_timeout,
+                    }
+                )
     return rows
 
 
@@ -180,6 +188,37 @@ def test_keyless_undecodable_and_tick_records_keep_no_state() -> None:
     assert set(by_topic) == {"out", "app-dlq"}
     assert by_topic["app-dlq"]["value"] == event(2, 11, "y")
     assert counts_of(out)["dead_letters"] == 1
+
+
+def test_a_group_reports_the_timeout_it_arms_on_the_wall_clock() -> None:
+    """NEXT_TIMEOUT: the moment the driver must make a batch run (timeouts.py); the processing
+    deadline plus the clock offset, which is what Spark arms (wall clock)."""
+    settings = HydrationSettings(tombstone_retention_ms=60_000)
+    offset_ms = 5_000
+    hydrate = group_function(HydratorSpec(settings), TOPOLOGY, clock_offset_ms=offset_ms)
+    group = f'{TOPIC}\x00{{"id":7}}'
+
+    def call(value: bytes | None, offset: int, state: FakeState) -> list[dict[str, Any]]:
+        cell = stateful.msgpack.packb(
+            (stateful.KIND_INPUT, 1, offset, TOPIC, b'{"id":7}', value, None, 0), use_bin_type=True
+        )
+        frame = pd.DataFrame({"group": [group], "record": [cell]})
+        return output_rows(list(hydrate((group,), iter([frame]), state)))
+
+    state = FakeState()
+    live = call(event(7, 100, "d"), 0, state)
+    assert [row[NEXT_TIMEOUT] for row in live if "counts" in row] == [None]
+    assert state.timeout_ms is None
+
+    delete = orjson.dumps(
+        {"before": {"id": 7}, "after": None, "source": {"lsn": 101}, "op": "d", "ts_ms": 0}
+    )
+    before_ms = int(time.time() * 1000)
+    rows = call(delete, 1, state)
+    after_ms = int(time.time() * 1000)
+    (reported,) = [row[NEXT_TIMEOUT] for row in rows if "counts" in row]
+    assert before_ms + 60_000 <= reported <= after_ms + 60_000  # offset taken off, put back
+    assert state.timeout_ms is not None and 59_000 <= state.timeout_ms <= 60_000
 
 
 def _pyspark_frames(chunks: list[list[pd.Series]]) -> Any:

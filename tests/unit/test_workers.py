@@ -13,6 +13,7 @@ import os
 import signal
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -256,6 +257,29 @@ def test_the_supervisor_logs_the_runs_progress_the_sum_of_its_workers(
     lines = [r.getMessage() for r in caplog.records if r.name == "hydrator.progress"]
     # worker 0: 10; worker 1: 10 from the process killed, 10 from the next
     assert lines[-1].endswith("lag t=0, parked 0, dead letters 0, records 30, commits 5")
+
+
+def _fails_then_ends_slowly(config: RunConfig, worker: Worker) -> int:
+    """Reports, says what ends it, and takes a while to end (a loaded machine)."""
+    worker.started()
+    worker.report(Report({"records": 10, "commits": 1}, {"t": 0}, 0))
+    worker.tell_error("Error: no broker answered")
+    time.sleep(1.0)  # the supervisor's progress line comes every 0.1 s meanwhile
+    return 75
+
+
+def test_a_failed_workers_error_is_the_last_line_of_the_run(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    config = replace(_config(tmp_path, count=1), progress_interval_s=0.1)
+    configure("INFO", "text", "app", set())
+    try:
+        assert Supervisor(config, _fails_then_ends_slowly).run() == 75
+    finally:
+        logging.getLogger().handlers.clear()
+    lines = capfd.readouterr().err.strip().splitlines()
+    assert any("records 10, commits 1" in line for line in lines[:-1]), lines
+    assert lines[-1] == "Error: no broker answered", lines
 
 
 def test_a_worker_that_keeps_dying_ends_the_run(

@@ -30,6 +30,9 @@ instances. `--workers 1` runs the engine in the `hydrator run` process itself.
 * The progress line is the run's: each worker sends its committed counts, lag and parked keys
   to the supervisor (`ProgressPipe`), which logs their sum every --progress-interval and once
   more when the run ends; the counts of a worker that was started again carry on from its last.
+* A worker's `Error:` line (what ended it: a configuration error, no broker...) goes to the
+  supervisor too, which prints it once every worker has ended, after its own last lines: the
+  error is the last line of a failed run, as it is in one process.
 
 Stop: the first SIGTERM/SIGINT sends every worker SIGTERM (it finishes and commits its batch, a
 blocked Kafka call getting its 10 s grace); a second sends them all SIGINT (stop now, nothing
@@ -189,6 +192,13 @@ class WorkerBoard:
 
 
 @dataclass(frozen=True)
+class FinalError:
+    """A worker's `Error:` line, for the supervisor to print as the run's last."""
+
+    line: str
+
+
+@dataclass(frozen=True)
 class Worker:
     """What a worker process knows of the run it belongs to (handed to its engine)."""
 
@@ -224,6 +234,14 @@ class Worker:
         # The supervisor gone: the worker dies with it anyway.
         with contextlib.suppress(OSError):
             self.progress.send(report)
+
+    def tell_error(self, line: str) -> None:
+        """The line saying what ends this worker: printed by the supervisor after every line
+        of its own, else (the supervisor gone) here."""
+        try:
+            self.progress.send(FinalError(line))
+        except OSError:
+            print(line, file=sys.stderr, flush=True)
 
     def wait_for_siblings(self, should_stop: Callable[[], bool]) -> None:
         """Until every worker of the run is ready to join the group (at start-up only)."""
@@ -310,6 +328,7 @@ class Supervisor:
         self._progress = RunProgress(self.config.progress_interval_s)
         self._cause: int | None = None
         self._ends: list[int] = []
+        self._errors: list[str] = []  # the workers' Error: lines, in the order they came
 
     def run(self) -> int:
         """Start the workers, keep them running, and return the run's exit code:
@@ -383,6 +402,8 @@ class Supervisor:
             live = [slot for slot in self._slots if slot.process is not None]
             if not live and (self._stopping or all(slot.done for slot in self._slots)):
                 self._progress.log_last()
+                for line in self._errors:
+                    print(line, file=sys.stderr, flush=True)
                 return
             waits: list[Any] = [slot.process.sentinel for slot in live if slot.process]
             waits += [slot.reports for slot in live if slot.reports is not None]
@@ -399,7 +420,11 @@ class Supervisor:
             return
         try:
             while slot.reports.poll():
-                self._progress.report(slot.index, slot.reports.recv())
+                message = slot.reports.recv()
+                if isinstance(message, FinalError):
+                    self._errors.append(message.line)
+                else:
+                    self._progress.report(slot.index, message)
         except (EOFError, OSError):  # it ended (or died mid-message): it sends no more
             slot.reports.close()
             slot.reports = None

@@ -28,8 +28,9 @@ from hydrator.engines.spark.clock import (
     closed_gate,
 )
 from hydrator.engines.spark.failures import WorkerTemporaryFailure, temporary_failure_in
+from hydrator.engines.spark.kafka_source import deleted_topic
 from hydrator.engines.spark.metrics import SparkMetrics
-from hydrator.engines.spark.parked import parked_summary, stored_totals
+from hydrator.engines.spark.parked import earliest_timeout, parked_summary, stored_totals
 from hydrator.engines.spark.query import COUNTERS, OBSERVATION, QuerySpec, writer
 from hydrator.engines.spark.session import (
     QUIET_LOGGERS,
@@ -38,14 +39,21 @@ from hydrator.engines.spark.session import (
     spark_session,
 )
 from hydrator.engines.spark.stateful import HydratorSpec
-from hydrator.kafka.admin import ensure_topics
+from hydrator.engines.spark.timeouts import TimeoutTicker, write_tick
+from hydrator.errors import HydratorError
+from hydrator.kafka.admin import ensure_topics, partition_counts
 from hydrator.kafka.client_config import ClientSettings, client_error
 from hydrator.kafka.offsets import OffsetProbe
 from hydrator.kafka.record_limits import TopicLimits
 from hydrator.metrics.count_line import HEADLINE, describe_counts, headline_counts
 from hydrator.metrics.dead_letter_ratio import check_dead_letters
 from hydrator.metrics.jumps import JumpWatch
-from hydrator.topology.broker import create_absent, input_partitions, size_limits
+from hydrator.topology.broker import (
+    check_existing,
+    create_absent,
+    shared_partition_count,
+    size_limits,
+)
 from hydrator.topology.layout import Topology, output_topics
 
 log = logging.getLogger("hydrator.spark")
@@ -103,24 +111,30 @@ class SparkEngine:
     def _admin(self) -> AdminClient:
         return _checked_client(AdminClient, self._clients().admin(), self.config.kafka_properties)
 
-    def _input_partitions(self) -> int:
-        """The partition count of the inputs (the largest), which must all exist."""
-        return max(input_partitions(self._admin(), self.config.input_topics).values())
-
-    def _topology(self, partitions: int) -> tuple[Topology, dict[str, int]]:
-        """Create the topics the query writes (the state is in the checkpoint: no changelog);
-        the layout and the size limit of each topic."""
+    def _layout(self) -> Topology:
+        """The topics the query reads and writes, as the embedded engine lays them out (the
+        state is in the checkpoint: no changelog): the inputs exist and share one partition
+        count, and the topics that exist already fit it."""
         config = self.config
         admin = self._admin()
+        partitions = shared_partition_count(admin, config.input_topics)
         outputs = output_topics(config.input_topics, config.output_topic, config.output_suffix)
         limits = TopicLimits.for_max_record_bytes(config.hydration.max_record_bytes)
         topology = Topology(config.application_id, outputs, partitions, limits)
+        check_existing(admin, topology, changelog=False)
+        return topology
+
+    def _create_topics(self, topology: Topology) -> dict[str, int]:
+        """Create the topics the query writes that do not exist; the size limit of each."""
+        config = self.config
+        admin = self._admin()
+        partitions = topology.partitions
         created = create_absent(admin, topology, changelog=False)
         # read as state-only input: what `hydrator state bootstrap` seeded (hydrator/bootstrap)
         created += ensure_topics(admin, [bootstrap_topic_spec(config.application_id, partitions)])
         for name in created:
             log.info("created topic %s with %d partitions", name, partitions)
-        return topology, size_limits(admin, topology, changelog=False)
+        return size_limits(admin, topology, changelog=False)
 
     def _spec(self, topology: Topology, sizes: Mapping[str, int]) -> QuerySpec:
         config = self.config
@@ -164,10 +178,12 @@ class SparkEngine:
         self._stop_on_signals()
         self._check_output_names()
         self._check_client_properties()
-        partitions = self._input_partitions()
+        topology = self._layout()
         # As many shuffle partitions as input partitions, the parallelism the source has: each
         # is a state store committed and a Python task run per micro-batch, a fixed cost.
-        spark = spark_session(self.config.application_id, self.master, partitions, self.spark_conf)
+        spark = spark_session(
+            self.config.application_id, self.master, topology.partitions, self.spark_conf
+        )
         # The SparkContext replaced the SIGINT handler with its own (cancel every job, raise
         # KeyboardInterrupt in whatever Py4J call the main thread is in): Ctrl-C stops as
         # SIGTERM does instead.
@@ -180,7 +196,7 @@ class SparkEngine:
         # created: a bad --state-dir must not leave topics behind.
         checkpoint = CheckpointDirectory(spark, self.checkpoint)
         checkpoint.check_writable()
-        topology, sizes = self._topology(partitions)
+        sizes = self._create_topics(topology)
         progress = _Progress(self.config.progress_interval_s)
         spark.streams.addListener(progress)
         heartbeat = _Heartbeat(progress)
@@ -193,6 +209,10 @@ class SparkEngine:
         spec = replace(
             self._spec(topology, sizes), clock_offset_ms=ledger.start(), catch_up_gate=shipped.key
         )
+        # A processing-time timeout makes Spark run an empty batch after every batch to fire it:
+        # a batch per trigger while idle, and an AvailableNow query that never ends. Timeouts
+        # fire in batches with data instead: a tick record makes one run (timeouts.py).
+        spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")
         try:
             if self.config.available_now:
                 self._available_now(spark, spec)
@@ -222,16 +242,24 @@ class SparkEngine:
     def _continuous(self, spark: SparkSession, spec: QuerySpec) -> None:
         if self._stop.is_set():
             return
-        query = writer(spark, spec).trigger(processingTime=TRIGGER_INTERVAL).start()
-        self._running(query)
-        _await(query)
+        ticker = TimeoutTicker(
+            lambda: earliest_timeout(spark, str(self.checkpoint)),
+            lambda: write_tick(self._clients(), spec.topology.handoff_topic),
+            self._stop,
+        )
+        spark.streams.addListener(ticker)
+        ticker.start()
+        try:
+            query = writer(spark, spec).trigger(processingTime=TRIGGER_INTERVAL).start()
+            self._running(query)
+            self._await(query, spec.topology)
+        finally:
+            ticker.stop()
+            spark.streams.removeListener(ticker)
 
     def _available_now(self, spark: SparkSession, spec: QuerySpec) -> None:
         """Drain inputs; handoffs written meanwhile need another run, and parked keys wait for
         their handoff or its timeout (a tick record makes Spark run the batch that fires it)."""
-        # A processing-time timeout makes every batch ask for a no-data batch after it, so an
-        # AvailableNow query would never end; timeouts fire in batches with data (a tick) instead.
-        spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")
         in_flight = False
         while not self._stop.is_set():
             # Each link of a chain of key changes (A -> B -> C) takes a run: its handoff is
@@ -242,7 +270,7 @@ class SparkEngine:
             run_spec = replace(spec, catch_up_gate=closed_gate()) if in_flight else spec
             query = writer(spark, run_spec).trigger(availableNow=True).start()
             self._running(query)
-            _await(query)
+            self._await(query, spec.topology)
             run = observed(query)
             self._read.update(
                 records=sum(p.numInputRows for p in query.recentProgress),
@@ -264,12 +292,33 @@ class SparkEngine:
             log.info("%d keys wait for a key-change handoff; next timeout in %.1fs", parked, wait_s)
             if self._stop.wait(wait_s):
                 return
-            self._tick(spec.topology.handoff_topic)
+            write_tick(self._clients(), spec.topology.handoff_topic)
 
-    def _tick(self, handoff_topic: str) -> None:
-        producer = Producer(self._clients().producer())
-        producer.produce(handoff_topic, value=None, key=None, partition=0)
-        producer.flush(30)
+    def _await(self, query: StreamingQuery, topology: Topology) -> None:
+        """Until `query` ends. One that failed while a topic it reads was deleted ends the run
+        naming the topic, however the failure showed: the source's own error, or its process or
+        a reader's dying (librdkafka can crash when a fetch answer names a deleted topic). One
+        a worker's temporary failure ended (a schema registry that does not answer) ends the run
+        as in the embedded engine, exit 75 (failures.py)."""
+        try:
+            query.awaitTermination()
+        except Exception as exc:
+            gone = self._deleted(topology)
+            if gone:
+                raise HydratorError(deleted_topic(gone[0])) from None
+            found = temporary_failure_in(str(exc))
+            if found is None:
+                raise
+            raise WorkerTemporaryFailure(found) from None
+
+    def _deleted(self, topology: Topology) -> list[str]:
+        """The topics the query reads that no longer exist (none when that cannot be told)."""
+        names = [*self.config.input_topics, topology.handoff_topic]
+        try:
+            counts = partition_counts(self._admin(), names)
+        except KafkaException:
+            return []
+        return [name for name in names if counts[name] is None]
 
     def _stop_on_signals(self) -> None:
         """SIGINT (Ctrl-C) and SIGTERM alike: stop the query, in another thread (the handler
@@ -306,20 +355,6 @@ class SparkEngine:
         self._query = query
         if self._stop.is_set():
             self._stop_query(query)
-
-
-def _await(query: StreamingQuery) -> None:
-    """Until the query ends; one a worker's temporary failure ended (a schema registry that
-    does not answer) ends the run as in the embedded engine, exit 75 (failures.py)."""
-    from pyspark.errors import StreamingQueryException
-
-    try:
-        query.awaitTermination()
-    except StreamingQueryException as exc:
-        found = temporary_failure_in(str(exc))
-        if found is None:
-            raise
-        raise WorkerTemporaryFailure(found) from None
 
 
 def _checked_client(kind: Any, config: Mapping[str, Any], properties: Mapping[str, str]) -> Any:

@@ -89,6 +89,11 @@ SOURCE_SCHEMA = StructType(
 _LATEST = -1
 
 
+def deleted_topic(topic: str) -> str:
+    """What a query that read `topic` until it was deleted fails with."""
+    return f"topic {topic} no longer exists: it was deleted while the query read it"
+
+
 @dataclass(frozen=True)
 class KafkaInputPartition(InputPartition):
     """Offsets [start, end) of one topic-partition; start may be EARLIEST (a new partition)."""
@@ -183,7 +188,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             raise KafkaException(
                 KafkaError(
                     KafkaError.UNKNOWN_TOPIC_OR_PART,
-                    f"topic {gone[0]} no longer exists: it was deleted while the query read it",
+                    deleted_topic(gone[0]),
                 )
             )
         if self._available_now_target is not None:

@@ -1,5 +1,6 @@
 """What the query's state store holds, read through Spark's state data source: how many keys are
-parked waiting for a key-change handoff, with the earliest moment one of them times out; and, for
+parked waiting for a key-change handoff, with the earliest moment one of them times out; the
+earliest timeout Spark has armed for any key (when the driver must make a batch run); and, for
 the metrics' starting point, the bytes of its keys and encoded states."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from state.codec import decode_state
 
 NO_COMMITTED_BATCH = "STDS_COMMITTED_BATCH_UNAVAILABLE"
 RECORD = "value.groupState.record"
+TIMEOUT = "value.timeoutTimestamp"  # wall clock, ms; -1: none armed
 
 
 @pandas_udf(LongType())  # type: ignore[call-overload]
@@ -54,6 +56,16 @@ def parked_summary(
     if row is None or not row["n"]:
         return 0, None
     return int(row["n"]), int(row["first"]) + handoff_timeout_ms
+
+
+def earliest_timeout(spark: SparkSession, checkpoint: str) -> int | None:
+    """The earliest processing-time timeout armed in the last committed batch's state, as Spark
+    keeps it (wall clock, ms); None when none is."""
+    states = _states(spark, checkpoint)
+    if states is None:
+        return None
+    row = states.where(F.col(TIMEOUT) >= 0).agg(F.min(TIMEOUT).alias("first")).first()
+    return None if row is None or row["first"] is None else int(row["first"])
 
 
 def stored_totals(spark: SparkSession, checkpoint: str) -> tuple[int, int]:

@@ -18,6 +18,7 @@ from hydrator.engines.spark.kafka_datasource import register
 from hydrator.engines.spark.routing import routed
 from hydrator.engines.spark.stateful import (
     COUNTERS,
+    NEXT_TIMEOUT,
     OUTPUT_SCHEMA,
     STATE_SCHEMA,
     HydratorSpec,
@@ -25,7 +26,8 @@ from hydrator.engines.spark.stateful import (
 )
 from hydrator.topology.layout import Topology
 
-# The counters are summed per micro-batch into the query's observed metrics under this name.
+# The counters are summed per micro-batch into the query's observed metrics under this name, with
+# the earliest timeout armed (stateful.NEXT_TIMEOUT).
 OBSERVATION = "hydrator"
 
 
@@ -85,7 +87,8 @@ def hydrate(records: DataFrame, spec: QuerySpec) -> DataFrame:
     sums = [
         F.coalesce(F.sum(F.col("counts")[i]), F.lit(0)).alias(n) for i, n in enumerate(COUNTERS)
     ]
-    return hydrated.observe(OBSERVATION, *sums)
+    next_timeout = F.min(F.get(F.col("counts"), len(COUNTERS))).alias(NEXT_TIMEOUT)
+    return hydrated.observe(OBSERVATION, *sums, next_timeout)
 
 
 def writer(spark: SparkSession, spec: QuerySpec) -> DataStreamWriter:

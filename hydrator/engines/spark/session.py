@@ -1,5 +1,5 @@
 """The SparkSession the engine runs in: RocksDB state store with changelog checkpointing, the
-driver's interpreter for the Python workers, worker reuse, quiet logs.
+driver's interpreter for the Python workers, worker reuse, the worker daemon, quiet logs.
 
 Under `spark-submit` whatever it configured (master, the workers' Python, ...) is kept: the
 defaults here (`--master` among them) only fill what is unset. `--spark-conf` always wins.
@@ -20,6 +20,7 @@ from pyspark.sql import SparkSession
 from hydrator.spark_app import SCRIPT
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+WORKER_DAEMON = "hydrator.spark_app.worker_daemon"
 
 
 def spark_session(
@@ -32,6 +33,8 @@ def spark_session(
         "spark.app.name": app_name,
         "spark.pyspark.python": sys.executable,
         "spark.python.worker.reuse": "true",
+        # PySpark's daemon, quiet about a worker whose abandoned task's socket the JVM closed
+        "spark.python.daemon.module": WORKER_DAEMON,
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         "spark.sql.shuffle.partitions": str(shuffle_partitions),

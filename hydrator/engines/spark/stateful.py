@@ -77,6 +77,9 @@ COUNTERS = (
     PARKED_KEYS_CHANGE,
     STATE_BYTES_CHANGE,
 )
+# After the counters on the same row, not summed: the earliest timeout the group armed, as the
+# wall-clock moment (ms) Spark may fire it from; the query keeps the minimum (timeouts.py).
+NEXT_TIMEOUT = "next_timeout_ms"
 OUTPUT_SCHEMA = StructType(
     [StructField("records", BinaryType()), StructField("counts", ArrayType(LongType()))]
 )
@@ -128,11 +131,11 @@ def group_function(
         step.feed(packed_records(frames), now_ms)
         stored_image = loaded.image if loaded is not None else None
         final = _outlined(step.final_state(), spec, stored_image)
-        _store(state, final, hydrator, now_ms)
+        deadline = _store(state, final, hydrator, now_ms)
         stored_change = _stored_bytes(key[0], state) - stored_before
         if stored_change:
             step.counts[STATE_BYTES_CHANGE] = stored_change
-        cells, counts = step.result()
+        cells, counts = step.result(None if deadline is None else deadline + clock_offset_ms)
         if cells:
             yield _output_frame(cells, counts)
 
@@ -179,7 +182,7 @@ _PYSPARK_WORKER = os.path.join("pyspark", "worker.py")
 _OUTPUT_COLUMNS = pd.Index(OUTPUT_SCHEMA.fieldNames())
 
 
-def _output_frame(cells: list[bytes | None], counts: list[list[int] | None]) -> pd.DataFrame:
+def _output_frame(cells: list[bytes | None], counts: list[list[int | None] | None]) -> pd.DataFrame:
     """OUTPUT_SCHEMA rows as a frame of one object block: Spark pays a per-group cost for the
     frame a group returns, and one 2-D block takes about a third of what a dict of columns
     does to build, and less to concatenate."""
@@ -291,15 +294,20 @@ class _GroupStep:
     def final_state(self) -> StateRecord | None:
         return None if self.stateless else self.state
 
-    def result(self) -> tuple[list[bytes | None], list[list[int] | None]]:
+    def result(
+        self, next_timeout_ms: int | None = None
+    ) -> tuple[list[bytes | None], list[list[int | None] | None]]:
         """The group's output rows (OUTPUT_SCHEMA) as columns: its records to write in few
-        cells, one per group unless its output is large, and its counters on the last row."""
+        cells, one per group unless its output is large, and on the last row its counters and
+        the timeout it armed (NEXT_TIMEOUT, wall clock)."""
         is_parked = self.state is not None and self.state.is_parked
         change = int(is_parked) - int(self.was_parked)
         if change:
             self.counts[PARKED_KEYS_CHANGE] = self.counts.get(PARKED_KEYS_CHANGE, 0) + change
         counts = self.counts
-        metrics = [counts.get(name, 0) for name in COUNTERS] if any(counts.values()) else None
+        metrics: list[int | None] | None = None
+        if any(counts.values()) or next_timeout_ms is not None:
+            metrics = [*(counts.get(name, 0) for name in COUNTERS), next_timeout_ms]
         cells: list[bytes | None] = []
         start = size = 0
         out = self.out
@@ -357,12 +365,17 @@ def _outlined(
     return replace(record, image=image)
 
 
-def _store(state: GroupState, record: StateRecord | None, hydrator: Hydrator, now_ms: int) -> None:
+def _store(
+    state: GroupState, record: StateRecord | None, hydrator: Hydrator, now_ms: int
+) -> int | None:
+    """Keep `record` as the key's state, with its timeout armed; returns the timeout's deadline
+    (processing time), None when none is armed."""
     if record is None:
         if state.exists:
             state.remove()
-        return
+        return None
     state.update((STATE_SCHEMA_VERSION, encode_state(record)))
     deadline = hydrator.next_deadline_ms(record)
     if deadline is not None:
         state.setTimeoutDuration(max(deadline - now_ms, 1))
+    return deadline
