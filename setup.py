@@ -65,7 +65,14 @@ class BuildCompiledCore(build_ext):
         target = Path("build", f"mypyc-{sysconfig.get_platform()}-{sys.implementation.cache_tag}")
         try:
             extensions = mypycify(
-                [*COMPILED, "--config-file", str(ROOT / "pyproject.toml")],
+                # A fresh `pip install` builds before it installs the dependencies: their
+                # modules (orjson, fastavro, ...) are typed as Any then, called the Python way.
+                [
+                    *COMPILED,
+                    "--config-file",
+                    str(ROOT / "pyproject.toml"),
+                    "--ignore-missing-imports",
+                ],
                 group_name=GROUP,
                 multi_file=True,  # one C file per module, compiled in parallel (below)
                 target_dir=str(target),
