@@ -119,8 +119,12 @@ class HeadlessChromium:
                 raise BrowserError(f"{method}: {answer['error']}")
             return dict(answer.get("result", {}))
 
-    def open(self, url: str) -> None:
+    def open(self, url: str, timeout_s: float = 30) -> None:
+        """Navigate to `url` and return once its document has loaded (Page.navigate answers
+        before: the old document, or none, would be evaluated)."""
+        self.evaluate("window.__left = true")
         self.call("Page.navigate", url=url)
+        self.wait_for("!window.__left && document.readyState === 'complete'", timeout_s)
 
     def evaluate(self, expression: str) -> Any:
         """The JSON value of a JavaScript expression in the page."""

@@ -152,6 +152,8 @@ class RunProgress:
             self._at_end[worker] = last
 
     def maybe_log(self) -> None:
+        if not self._running and not self._at_end:
+            return  # no worker got as far as running yet (a broker still awaited): nothing to say
         self._sum()
         self._progress.maybe_log()
 
