@@ -273,6 +273,37 @@ def image_bytes(image: Mapping[str, Any] | None) -> int:
     return total
 
 
+def added_bytes(image: Mapping[str, Any] | None, committed: Mapping[str, Any] | None) -> int:
+    """What `image`'s values hold beyond those of `committed`, the key's committed image (which
+    the state cache holds): a value that is the very object `committed` has in its column (a
+    column the events left as it was, read from state) adds nothing; the rest count as in
+    image_bytes."""
+    if committed is None or image is None:
+        return image_bytes(image)
+    cells = image.cells if type(image) is LazyImage else image
+    old: Mapping[str, Any] = committed
+    reader: LargeValueReader | None = None
+    if type(committed) is LazyImage:
+        old, reader = committed.cells, committed.reader
+    total = 0
+    for column, value in cells.items():
+        previous = old.get(column)
+        if previous is not None and (
+            previous is value
+            or (
+                type(previous) is LargeValue
+                and reader is not None
+                and reader.peek(previous) is value
+            )
+        ):
+            continue
+        if type(value) is LargeValue:
+            total += value.size
+        else:
+            total += _container_bytes(value)
+    return total
+
+
 def _container_bytes(value: Any) -> int:
     kind = type(value)
     if kind is str or kind is bytes:

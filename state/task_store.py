@@ -40,6 +40,7 @@ from state.large import (
     LargeValue,
     LargeValueError,
     LazyImage,
+    added_bytes,
     image_bytes,
     is_store_key,
     large_cells,
@@ -259,13 +260,15 @@ class TaskStore:
         self.dirty[key] = state
 
     def _hold(self, key: bytes, state: StateRecord | None) -> None:
-        """Count `key`'s new state in `held_bytes`: its image's values (state.large.image_bytes;
-        a value shared with the cache counts too, so this never undercounts), plus what waits in
-        it: parked records and the old images of handoffs."""
+        """Count `key`'s new state in `held_bytes`: the values its image holds beyond the key's
+        committed image (state.large.added_bytes: an unchanged TOAST value filled from state is
+        the cached object itself, and counting it again made a hot key set past
+        MAX_UNCOMMITTED_BYTES force a commit a second and recompress every changed value that
+        often), plus what waits in it: parked records and the old images of handoffs."""
         if state is None:
             size = 0
         else:
-            size = image_bytes(state.image)
+            size = added_bytes(state.image, self._committed_images.get(key))
             if state.parked or state.handoffs:
                 size += sum(len(parked.value or b"") for parked in state.parked)
                 size += sum(image_bytes(handoff.image) for handoff in state.handoffs)

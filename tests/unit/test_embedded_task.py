@@ -144,6 +144,22 @@ def test_parked_record_is_released_by_the_timer_and_survives_a_reopen(tmp_path: 
     assert len(sink.outputs) == 1 and task.parked_count == 0
 
 
+def test_a_value_filled_from_state_is_not_held_twice(tmp_path: Path) -> None:
+    """The cache holds the committed image: a TOAST value an update leaves unchanged (filled
+    from state, the same object) adds nothing to what the open transaction holds."""
+    partition = partition_for_key(key_bytes(1), PARTITIONS)
+    task, _ = _task(tmp_path, partition)
+    table = ToastTable(doc_size=50_000)
+    task.process(_raw(table.insert(1), 0, partition), now_ms=1000)
+    task.committed(task.changes(), 1)
+    task.process(_raw(table.update(1, touch_doc=False), 1, partition), now_ms=1000)
+    [state] = task.dirty.values()
+    assert state is not None and image_bytes(state.image) > 50_000
+    assert 0 < task.held_bytes < 1_000
+    task.process(_raw(table.update(1, touch_doc=True), 2, partition), now_ms=1000)
+    assert task.held_bytes > 50_000
+
+
 def test_an_open_transaction_holds_each_changed_key_once_however_often_it_changed(
     tmp_path: Path,
 ) -> None:

@@ -54,7 +54,8 @@ POLL_TIMEOUT_S = 0.05
 MAX_UNCOMMITTED = 50_000
 # Wide rows (whole TOASTed values) must not make memory follow row size. What an open
 # transaction holds until it commits is its changed states, one per key however often the key
-# changed, each counted by its image's values (Task.held_bytes): a commit is due past
+# changed, each counted by the values its image holds beyond the key's committed image (which the
+# state cache holds already; Task.held_bytes): a commit is due past
 # MAX_UNCOMMITTED_BYTES of them. Outputs leave for the broker as they are produced and are freed
 # once acknowledged (the loop serves delivery reports every turn; librdkafka's queue bounds the
 # rest), and consumed records are dropped once processed, so neither counts; a key that changes
