@@ -126,8 +126,9 @@ _RUN_OPTIONS: list[OptionDecorator[Any]] = [
         metavar="DSN",
         default=None,
         help="Postgres sources: read placeholders nothing else fills from the source table by "
-        "primary key, one query per table per batch (default: off). A libpq URI or key=value string; give "
-        "its password through HYDRATOR_RESELECT, --config or PGPASSWORD, not on the command line.",
+        "primary key, one query per table per batch (default: off). A libpq URI or key=value "
+        "string; give its password through HYDRATOR_RESELECT, --config or PGPASSWORD, not on "
+        "the command line.",
     ),
     env_option(
         "--reselect-max-qps",
