@@ -9,6 +9,10 @@ Spark's cost is per group and per column, so a group's records to write are pack
 binary cells as their size allows (usually one), in the Kafka sink's `records` layout: the sink
 unpacks them as it produces, and no pass turns them into columns. The group's counters ride on
 its last row, as an array Spark sums into the query's observed metrics.
+
+With --reselect, a record whose placeholders nothing can fill is not hydrated here: the group
+function cannot query per key, so it defers the record, with what the key emits after it, to the
+stage that follows (reselect.py, one query per table and partition), in a third column.
 """
 
 from __future__ import annotations
