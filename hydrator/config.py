@@ -312,12 +312,10 @@ def build_config(options: Mapping[str, Any]) -> RunConfig:
 
 
 def _reselect_settings(options: Mapping[str, Any]) -> ReselectSettings | None:
-    """`--reselect` and its limits (None: off); the Spark engine does not re-select yet."""
+    """`--reselect` and its limits (None: off)."""
     dsn = options.get("reselect")
     if not dsn:
         return None
-    if options["engine"] == "spark":
-        raise ConfigError("--reselect is not supported by --engine spark yet", "--reselect")
     return ReselectSettings(
         dsn,
         max_qps=options.get("reselect_max_qps"),

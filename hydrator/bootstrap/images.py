@@ -8,16 +8,22 @@
   the stream (or is waiting on a key change) is kept; a key bootstrapped before is replaced only
   when the new source says something else about it, so bootstrapping the same source again
   writes nothing.
+* `with_reselected` is how the Spark engine's re-select reaches a key's state (its records share
+  the bootstrap topic): the columns a re-select proved exact for an event join the key's state
+  only while that event is the last one applied to it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from hydrator.core import rules
 from hydrator.core.settings import HydrationSettings
 from hydrator.core.visibility import SourceSnapshot
 from hydrator.events import ChangeEvent
+from state.large import LazyImage
 from state.record import StateRecord
 
 TOPIC_ROWS: tuple[int, ...] = ()
@@ -59,3 +65,31 @@ def merged(existing: StateRecord | None, incoming: StateRecord) -> StateRecord |
         and existing.pos == incoming.pos
     )
     return None if same else incoming
+
+
+def with_reselected(existing: StateRecord | None, reselected: StateRecord) -> StateRecord | None:
+    """`existing` with the columns of `reselected` (the state a re-select made for the event at
+    its position: the stream's image there plus the columns read exact) that its image lacks;
+    None: keep it. Only a state still at that event's position takes them: any later event
+    made its own image, and a current (possibly newer) value is never in `reselected`."""
+    if (
+        existing is None
+        or existing.deleted
+        or existing.image is None
+        or reselected.image is None
+        or existing.pos is None
+        or existing.pos != reselected.pos
+    ):
+        return None
+    image = existing.image
+    added = {c: reselected.image[c] for c in reselected.image if c not in image}
+    if not added:
+        return None
+    return replace(existing, image=_joined(image, added))
+
+
+def _joined(image: Mapping[str, Any], added: dict[str, Any]) -> Mapping[str, Any]:
+    """`image` and the `added` columns, a large value of `image` left unread."""
+    if type(image) is LazyImage:
+        return LazyImage({**image.cells, **added}, image.reader)
+    return {**image, **added}

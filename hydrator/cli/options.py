@@ -125,16 +125,17 @@ _RUN_OPTIONS: list[OptionDecorator[Any]] = [
         "--reselect",
         metavar="DSN",
         default=None,
-        help="Postgres sources (--engine embedded): read placeholders nothing else fills from "
-        "the source table by primary key (default: off). A libpq URI or key=value string; give "
-        "its password through HYDRATOR_RESELECT, --config or PGPASSWORD, not on the command line.",
+        help="Postgres sources: read placeholders nothing else fills from the source table by "
+        "primary key, one query per table per batch (default: off). A libpq URI or key=value "
+        "string; give its password through HYDRATOR_RESELECT, --config or PGPASSWORD, not on "
+        "the command line.",
     ),
     env_option(
         "--reselect-max-qps",
         type=click.FloatRange(min=0, min_open=True),
         default=None,
-        help="At most this many --reselect queries a second (default: no cap); a batch over it "
-        "leaves its columns to --on-unresolved.",
+        help="At most this many --reselect queries a second (default: no cap; Spark: shared "
+        "among the query's partitions); a batch over it leaves its columns to --on-unresolved.",
     ),
     env_option(
         "--reselect-timeout",

@@ -12,14 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-Source = Literal["core", "embedded", "spark"]
+Source = Literal["core", "embedded", "spark", "engines"]
 
 
 @dataclass(frozen=True)
 class CounterSpec:
     name: str
     help: str
-    source: Source  # who counts it: the core (both engines), or one engine
+    source: Source  # who counts it: the core (both engines), one engine, or each engine itself
 
 
 def _core(name: str, help: str) -> CounterSpec:
@@ -32,6 +32,10 @@ def _embedded(name: str, help: str) -> CounterSpec:
 
 def _spark(name: str, help: str) -> CounterSpec:
     return CounterSpec(name, help, "spark")
+
+
+def _engines(name: str, help: str) -> CounterSpec:
+    return CounterSpec(name, help, "engines")
 
 
 COUNTERS: tuple[CounterSpec, ...] = (
@@ -94,13 +98,15 @@ COUNTERS: tuple[CounterSpec, ...] = (
         "large_values_missing",
         "Large values a row referred to that the changelog lacked (at a rebuild).",
     ),
-    _embedded(
-        "reselect_queries", "Queries on source tables for --reselect (one per table a batch)."
+    # -- both engines, each its own way ----------------------------------------------------------
+    _engines(
+        "reselect_queries",
+        "Queries on source tables for --reselect (one per table a batch, or batch partition).",
     ),
-    _embedded(
+    _engines(
         "reselect_failures", "--reselect queries that failed or timed out (columns unresolved)."
     ),
-    _embedded(
+    _engines(
         "reselect_skipped", "--reselect queries not made: over --reselect-max-qps, or resting."
     ),
     # -- the Spark engine ------------------------------------------------------------------------
@@ -117,4 +123,4 @@ CORE_COUNTERS: tuple[str, ...] = tuple(s.name for s in COUNTERS if s.source == "
 
 def counters_of(engine: Literal["embedded", "spark"]) -> tuple[CounterSpec, ...]:
     """The counters a run of `engine` keeps: the core's and its own."""
-    return tuple(spec for spec in COUNTERS if spec.source in ("core", engine))
+    return tuple(spec for spec in COUNTERS if spec.source in ("core", "engines", engine))

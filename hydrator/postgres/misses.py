@@ -5,14 +5,16 @@ event's transaction (`source.txId`) and the placeholder shipped for each column.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from hydrator import exact
+from hydrator.core.records import HEADER_UNRESOLVED
 from hydrator.events import RawRecord
 from hydrator.formats.debezium import unwrap
 from hydrator.formats.keys import key_document
+from hydrator.formats.placeholders import PlaceholderForms
 
 
 @dataclass(frozen=True)
@@ -72,3 +74,25 @@ def tx_id_of(record: RawRecord) -> int | None:
     except Exception:
         return None
     return tx_id if type(tx_id) is int else None
+
+
+def placeholder_patterns(forms: PlaceholderForms) -> tuple[bytes, ...]:
+    """Byte strings one of which is in every JSON value holding a placeholder: the text (also
+    inside arrays and hstore), its base64 spellings, the name-based uuid, and the start of the
+    integer-array spelling (compact, as Kafka Connect's JsonConverter writes)."""
+    ints = ",".join(str(b) for b in forms.byte_ints[:8])
+    spellings = (forms.text, forms.base64, forms.base64_url, forms.uuid, ints)
+    return tuple(dict.fromkeys(s.encode() for s in spellings if s))
+
+
+def may_hold(value: bytes | None, patterns: tuple[bytes, ...]) -> bool:
+    """Whether a record's value may hold a placeholder (a substring search: cheap)."""
+    return value is not None and any(p in value for p in patterns)
+
+
+def unresolved_of(headers: Iterable[tuple[str, bytes | None]]) -> tuple[str, ...]:
+    """The columns an output's `hydrator.unresolved` header lists."""
+    for name, value in headers:
+        if name == HEADER_UNRESOLVED and value:
+            return tuple(value.decode().split(","))
+    return ()

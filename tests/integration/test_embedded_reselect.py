@@ -18,16 +18,15 @@ import logging
 import threading
 import time
 import uuid
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
 
 from hydrator.config import RunConfig
-from hydrator.core.records import HEADER_FILLED, HEADER_SOURCE, HEADER_UNRESOLVED
+from hydrator.core.records import HEADER_SOURCE, HEADER_UNRESOLVED
 from hydrator.core.reselect import HEADER_RESELECTED, HEADER_RESELECTED_CURRENT
 from hydrator.engines.embedded import engine as embedded_engine
 from hydrator.engines.embedded import loop
@@ -42,38 +41,19 @@ from tests.harness.hydrator_process import run_args, run_to_completion
 from tests.harness.kafka import Broker
 from tests.harness.postgres import PgDatabase
 from tests.harness.proxy import TcpProxy
+from tests.harness.reselect import (
+    PARTITIONS,
+    PASSWORD,
+    after_placeholders,
+    check_reselected_outputs,
+    headers_of,
+    late,
+    late_topic,
+    produce,
+    reselect_workload,
+)
 
 pytestmark = pytest.mark.integration
-
-PARTITIONS = 3
-ROWS = 14
-PASSWORD = "s3cret-reselect-pw"
-
-
-def reselect_workload(seed: int = 27) -> oracle.Workload:
-    """ROWS rows inserted with every TOAST column big, then updates of the small columns (the
-    TOAST ones ship as placeholders): rows updated once (their event is the last writer), rows
-    updated twice (the first event's row was written since), rows whose TOAST `body` is
-    rewritten after a placeholder event, and a row updated twice in one transaction."""
-    import random
-
-    rng = random.Random(seed)
-    inserts = [
-        [oracle.insert_statement("insert", key, oracle.big_row(rng))] for key in range(1, ROWS + 1)
-    ]
-
-    def small(key: int) -> oracle.Statement:
-        return oracle.update_statement(key, {"small": rng.randrange(1_000_000)})
-
-    txs: list[list[oracle.Statement]] = []
-    txs += [[small(k)] for k in (1, 2, 3, 4)]  # once: exact
-    txs += [[small(k)] for k in (5, 6, 7, 8)]  # twice (below): the first is current
-    txs += [[small(k)] for k in (9, 10)]  # then body rewritten: current, and newer
-    txs.append([small(11), small(11)])  # twice in one transaction: the first cannot be exact
-    txs += [[small(k)] for k in (5, 6, 7, 8)]
-    txs += [[oracle.update_statement(k, {"body": oracle._text(rng, 4000)})] for k in (9, 10)]
-    txs += [[small(k)] for k in (12, 13, 14)]
-    return oracle.Workload([*inserts, *txs])
 
 
 @pytest.fixture(scope="module", params=["bytes", "hex"])
@@ -94,32 +74,6 @@ def captures(
         binary_handling_mode=request.param,
         partitions=PARTITIONS,
     )
-
-
-def late(records: list[oracle.Captured]) -> list[oracle.Captured]:
-    """The records after the rows' inserts: what a topic holds once those are gone."""
-    return [r for r in records if r.value is None or oracle.payload(r.value)["op"] != "c"]
-
-
-def late_topic(
-    bootstrap: str, capture: oracle.TwinCapture, name: str
-) -> tuple[str, list[oracle.Captured]]:
-    """A new topic `<the capture's default topic>.<name>` holding its `late` records: (the
-    topic, the records)."""
-    topic = f"{capture.default_topic}.{name}"
-    records = late(capture.default)
-    create_topics(bootstrap, [topic], PARTITIONS)
-    produce(bootstrap, topic, records)
-    return topic, records
-
-
-def produce(bootstrap: str, topic: str, records: list[oracle.Captured]) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
-    for r in records:
-        producer.produce(
-            topic, r.value, r.key, partition=r.partition, headers=list(r.headers) or None
-        )
-    assert producer.flush(30) == 0
 
 
 class CountingReselect:
@@ -193,33 +147,6 @@ def config_for(
     )
 
 
-def after_placeholders(record: oracle.Captured, shapes: dict[str, Any]) -> list[str]:
-    """The columns of an output's `after` that still hold the placeholder."""
-    return oracle.placeholder_columns(oracle.payload(record.value)["after"], shapes)
-
-
-def headers_of(record: oracle.Captured, name: str) -> list[str]:
-    value = record.header(name)
-    return [c for c in value.decode().split(",") if c] if value else []
-
-
-def twin_after_by_source(capture: oracle.TwinCapture) -> dict[str, dict[str, Any]]:
-    """The FULL twin's `after` for each default-identity record, paired by key and order."""
-    default = defaultdict(list)
-    for r in capture.default:
-        if r.value is not None:
-            default[oracle.canonical_key(r.key)].append(f"{r.topic}:{r.partition}:{r.offset}")
-    full = defaultdict(list)
-    for r in capture.full:
-        if r.value is not None:
-            full[oracle.canonical_key(r.key)].append(oracle.payload(r.value)["after"])
-    paired = {}
-    for key, sources in default.items():
-        assert len(sources) == len(full[key]), key
-        paired.update(zip(sources, full[key], strict=True))
-    return paired
-
-
 @pytest.mark.parametrize(
     ("schemas", "batch"),
     [(True, "whole"), (False, "whole"), (False, "small")],
@@ -246,52 +173,13 @@ def test_an_empty_state_reselects_every_placeholder_and_says_which_are_exact(
     EmbeddedEngine(config_for(kafka_broker, topic, tmp_path, postgres_module.dsn)).run()
 
     outputs = oracle.consume_all(bootstrap, topic + ".out", expected=len(records))
-    assert len(outputs) == len(records)
-    # the late topic's records in the order of the default topic's, to find their twins
-    original = {
-        (r.partition, r.key, r.value): f"{r.topic}:{r.partition}:{r.offset}"
-        for r in capture.default
-    }
-    late_to_original = {
-        f"{topic}:{r.partition}:{i}": original[(r.partition, r.key, r.value)]
-        for p in range(PARTITIONS)
-        for i, r in enumerate(x for x in records if x.partition == p)
-    }
-    twin_after = twin_after_by_source(capture)
-    shapes = oracle.placeholder_shapes(capture.options.binary_handling_mode or "bytes")
-    last_tx: dict[str, int] = {}  # key -> txId of the row's last writer
-    for r in capture.default:
-        if r.value is not None:
-            last_tx[oracle.canonical_key(r.key)] = oracle.payload(r.value)["source"]["txId"]
-
-    exact_total = current_total = 0
-    for out in outputs:
-        source = late_to_original[out.header(HEADER_SOURCE).decode()]
-        exact = headers_of(out, HEADER_RESELECTED)
-        current = headers_of(out, HEADER_RESELECTED_CURRENT)
-        # Every placeholder of `after` is filled. A column can still be unresolved in `before`:
-        # the key's previous event was re-selected as current (a newer value), which is never
-        # stored, so the value just before this event is not known, and is not made up.
-        assert not after_placeholders(out, shapes), source
-        raw = oracle.payload(next(r.value for r in capture.default if _at(r) == source))
-        placeholders = set(oracle.placeholder_columns(raw["after"], shapes))
-        filled = headers_of(out, HEADER_FILLED)
-        assert not set(exact) & set(current), source
-        assert set(exact) | set(current) | set(filled) >= placeholders, source
-        assert set(exact) | set(current) <= placeholders, source
-        after = oracle.payload(out.value)["after"]
-        for column in exact:
-            assert after[column] == twin_after[source][column], (source, column)
-        if exact:
-            # proven: nothing wrote the row after this event
-            assert raw["source"]["txId"] == last_tx[oracle.canonical_key(out.key)], source
-        exact_total += len(exact)
-        current_total += len(current)
+    checked = check_reselected_outputs(capture, topic, records, outputs)
+    exact_total, current_total = checked.exact, checked.current
     assert exact_total > 0 and current_total > 0
     if batch == "whole":
         # the row updated twice in one transaction, both in one batch: the first is not exact
         # (split over two batches, nothing tells; docs/cold-start.md)
-        eleven = [o for o in outputs if oracle.canonical_key(o.key) == '{"id":11}']
+        eleven = checked.by_key['{"id":11}']
         assert len(eleven) == 2 and not headers_of(eleven[0], HEADER_RESELECTED)
 
     assert counting.queries, "nothing was re-selected"
@@ -302,10 +190,6 @@ def test_an_empty_state_reselects_every_placeholder_and_says_which_are_exact(
         f"re-select: {len(outputs)} outputs, {exact_total} exact and {current_total} current "
         f"columns, {sum(counting.queries.values())} queries in {counting.batches} batches"
     )
-
-
-def _at(r: oracle.Captured) -> str:
-    return f"{r.topic}:{r.partition}:{r.offset}"
 
 
 @pytest.fixture

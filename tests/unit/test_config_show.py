@@ -140,6 +140,21 @@ def test_config_show_masks_every_secret_looking_value(
     assert "***" in result.output
 
 
+def test_the_spark_engine_takes_reselect_and_its_password_stays_masked(
+    runs: list[RunConfig],
+) -> None:
+    args = [*REQUIRED, "--engine", "spark", "--reselect-max-qps", "8"]
+    env = {"HYDRATOR_RESELECT": f"postgresql://app:{SECRET}@db:5432/shop"}
+    shown_config = invoke(["config", "show", *args], env=env)
+    assert shown_config.exit_code == 0, shown_config.output
+    assert SECRET not in shown_config.output and "***" in shown_config.output
+    result = invoke(["run", *args], env=env)
+    assert result.exit_code == 0, result.output
+    (config,) = runs
+    assert config.engine == "spark" and config.reselect is not None
+    assert config.reselect.max_qps == 8 and config.reselect.target() == "db:5432/shop"
+
+
 def test_config_show_keeps_what_is_not_secret(runs: list[RunConfig]) -> None:
     args = ["-X", "consumer.fetch.wait.max.ms=20", "-X", "security.protocol=SASL_SSL"]
     result = invoke(["config", "show", *REQUIRED, *args])

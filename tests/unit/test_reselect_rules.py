@@ -21,7 +21,6 @@ from hydrator.core.reselect import (
     reselected_for,
     same_transaction,
 )
-from hydrator.engines.embedded.reselect import placeholder_patterns
 from hydrator.formats.placeholders import PlaceholderForms
 from hydrator.postgres.debezium_values import (
     PgColumn,
@@ -30,7 +29,7 @@ from hydrator.postgres.debezium_values import (
     select_expression,
     shipped_encoder,
 )
-from hydrator.postgres.misses import miss_of
+from hydrator.postgres.misses import miss_of, placeholder_patterns
 from hydrator.postgres.settings import ReselectSettings
 from tests.support.core import debezium_hydrator
 

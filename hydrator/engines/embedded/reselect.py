@@ -20,12 +20,18 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from hydrator.core.hydrator import Hydrator
-from hydrator.core.records import HEADER_UNRESOLVED
 from hydrator.core.reselect import Reselected, ReselectedRow, reselected_for
 from hydrator.core.settings import OnUnresolved
 from hydrator.events import RawRecord, Read
 from hydrator.formats.placeholders import PlaceholderForms
-from hydrator.postgres.misses import Miss, miss_of, tx_id_of
+from hydrator.postgres.misses import (
+    Miss,
+    may_hold,
+    miss_of,
+    placeholder_patterns,
+    tx_id_of,
+    unresolved_of,
+)
 from hydrator.postgres.reselect import PostgresReselect, Table
 from state.record import StateRecord, state_key
 
@@ -94,7 +100,7 @@ class BatchReselect:
             route = hydrator.route(read)
             if isinstance(route, str):
                 routed.append((route, task, read))
-                if _may_hold(record.value, self._patterns):
+                if may_hold(record.value, self._patterns):
                     candidates.add(route)
         for route, task, read in routed:
             if route not in candidates:
@@ -105,32 +111,12 @@ class BatchReselect:
             step = hydrator.process(state, read, route, now_ms)
             scratch[key] = step.state
             for out in step.emitted:
-                columns = _unresolved(out.headers)
+                columns = unresolved_of(out.headers)
                 if columns:
                     miss = miss_of(record, route, columns)
                     if miss is not None:
                         misses.append(miss)
         return misses, [(route, read.record) for route, _, read in routed if route in candidates]
-
-
-def placeholder_patterns(forms: PlaceholderForms) -> tuple[bytes, ...]:
-    """Byte strings one of which is in every JSON value holding a placeholder: the text (also
-    inside arrays and hstore), its base64 spellings, the name-based uuid, and the start of the
-    integer-array spelling (compact, as Kafka Connect's JsonConverter writes)."""
-    ints = ",".join(str(b) for b in forms.byte_ints[:8])
-    spellings = (forms.text, forms.base64, forms.base64_url, forms.uuid, ints)
-    return tuple(dict.fromkeys(s.encode() for s in spellings if s))
-
-
-def _may_hold(value: bytes | None, patterns: tuple[bytes, ...]) -> bool:
-    return value is not None and any(p in value for p in patterns)
-
-
-def _unresolved(headers: Iterable[tuple[str, bytes | None]]) -> tuple[str, ...]:
-    for name, value in headers:
-        if name == HEADER_UNRESOLVED and value:
-            return tuple(value.decode().split(","))
-    return ()
 
 
 def _by_table(misses: list[Miss]) -> Mapping[tuple[str, str, tuple[str, ...]], list[Miss]]:

@@ -32,6 +32,7 @@ from hydrator.engines.spark.kafka_source import deleted_topic
 from hydrator.engines.spark.metrics import SparkMetrics
 from hydrator.engines.spark.parked import earliest_timeout, parked_summary, stored_totals
 from hydrator.engines.spark.query import COUNTERS, OBSERVATION, QuerySpec, writer
+from hydrator.engines.spark.reselect import RECORD_OVERHEAD, ReselectSpec, partition_settings
 from hydrator.engines.spark.session import (
     QUIET_LOGGERS,
     STOPPING_LOGGERS,
@@ -41,7 +42,7 @@ from hydrator.engines.spark.session import (
 from hydrator.engines.spark.stateful import HydratorSpec
 from hydrator.engines.spark.timeouts import TimeoutTicker, write_tick
 from hydrator.errors import HydratorError
-from hydrator.kafka.admin import ensure_topics, partition_counts
+from hydrator.kafka.admin import ensure_topics, max_message_bytes, partition_counts
 from hydrator.kafka.client_config import ClientSettings, client_error
 from hydrator.kafka.offsets import OffsetProbe
 from hydrator.kafka.record_limits import TopicLimits
@@ -134,28 +135,45 @@ class SparkEngine:
         created += ensure_topics(admin, [bootstrap_topic_spec(config.application_id, partitions)])
         for name in created:
             log.info("created topic %s with %d partitions", name, partitions)
-        return size_limits(admin, topology, changelog=False)
+        sizes = size_limits(admin, topology, changelog=False)
+        if config.reselect is not None:  # it writes there too (reselect.py)
+            spec = bootstrap_topic_spec(config.application_id, partitions)
+            told = max_message_bytes(admin, [spec.name]).get(spec.name)
+            sizes[spec.name] = told or int(spec.config["max.message.bytes"])
+        return sizes
 
     def _spec(self, topology: Topology, sizes: Mapping[str, int]) -> QuerySpec:
         config = self.config
+        hydrator = HydratorSpec(
+            config.hydration,
+            config.format,
+            config.format_options,
+            config.large_value_threshold,
+            config.large_value_compression,
+        )
+        producer_max_bytes = TopicLimits.for_max_record_bytes(
+            config.hydration.max_record_bytes
+        ).producer
+        reselect = None
+        if config.reselect is not None:
+            limit = min(sizes.get(topology.bootstrap_topic, producer_max_bytes), producer_max_bytes)
+            reselect = ReselectSpec(
+                partition_settings(config.reselect, topology.partitions),
+                hydrator,
+                topology,
+                max_state_bytes=limit - RECORD_OVERHEAD,
+            )
         return QuerySpec(
             bootstrap_servers=config.bootstrap_servers,
             inputs=tuple(config.input_topics),
             topology=topology,
             checkpoint=self.checkpoint,
-            hydrator=HydratorSpec(
-                config.hydration,
-                config.format,
-                config.format_options,
-                config.large_value_threshold,
-                config.large_value_compression,
-            ),
+            hydrator=hydrator,
             kafka_properties=dict(config.kafka_properties),
             max_offsets_per_trigger=self.max_offsets_per_trigger,
             max_message_bytes=dict(sizes),
-            producer_max_bytes=TopicLimits.for_max_record_bytes(
-                config.hydration.max_record_bytes
-            ).producer,
+            producer_max_bytes=producer_max_bytes,
+            reselect=reselect,
         )
 
     def _ends(self, topology: Topology) -> dict[tuple[str, int], int]:

@@ -2,6 +2,9 @@
 
 inputs + handoff topic --route (mapInArrow)--> groupBy(group) --applyInPandasWithState-->
     packed records --Kafka sink--> outputs / handoff / DLQ topics
+
+With --reselect, a mapInArrow after applyInPandasWithState completes the records the group
+function deferred, one query per source table and partition (reselect.py).
 """
 
 from __future__ import annotations
@@ -15,11 +18,13 @@ from pyspark.sql.streaming import DataStreamWriter
 from pyspark.sql.streaming.state import GroupStateTimeout
 
 from hydrator.engines.spark.kafka_datasource import register
+from hydrator.engines.spark.reselect import ReselectSpec, completion
 from hydrator.engines.spark.routing import routed
 from hydrator.engines.spark.stateful import (
     COUNTERS,
     NEXT_TIMEOUT,
     OUTPUT_SCHEMA,
+    PENDING_OUTPUT_SCHEMA,
     STATE_SCHEMA,
     HydratorSpec,
     group_function,
@@ -47,6 +52,8 @@ class QuerySpec:
     clock_offset_ms: int = 0
     # (gate file, engine run): timeouts wait until the query has caught up (clock.py)
     catch_up_gate: tuple[str, str] | None = None
+    # --reselect (None: off); its max_qps is per partition (reselect.partition_settings)
+    reselect: ReselectSpec | None = None
 
 
 def kafka_input(spark: SparkSession, spec: QuerySpec) -> DataFrame:
@@ -73,17 +80,22 @@ def _internal_inputs(topology: Topology) -> list[str]:
 def hydrate(records: DataFrame, spec: QuerySpec) -> DataFrame:
     """SOURCE_SCHEMA rows in, OUTPUT_SCHEMA rows (packed records to write, counters) out; any
     streaming input. The counters are summed per micro-batch into the observed metrics."""
+    reselect = spec.reselect is not None
     hydrated = (
         routed(records, spec.hydrator, spec.topology.handoff_topic, spec.topology.bootstrap_topic)
         .groupBy("group")
         .applyInPandasWithState(
-            group_function(spec.hydrator, spec.topology, spec.clock_offset_ms, spec.catch_up_gate),
-            OUTPUT_SCHEMA,
+            group_function(
+                spec.hydrator, spec.topology, spec.clock_offset_ms, spec.catch_up_gate, reselect
+            ),
+            PENDING_OUTPUT_SCHEMA if reselect else OUTPUT_SCHEMA,
             STATE_SCHEMA,
             "Append",
             GroupStateTimeout.ProcessingTimeTimeout,
         )
     )
+    if spec.reselect is not None:
+        hydrated = hydrated.mapInArrow(completion(spec.reselect), OUTPUT_SCHEMA)
     sums = [
         F.coalesce(F.sum(F.col("counts")[i]), F.lit(0)).alias(n) for i, n in enumerate(COUNTERS)
     ]

@@ -34,6 +34,7 @@ from hydrator.engines.spark.stateful import (
     KIND_BOOTSTRAP,
     KIND_HANDOFF,
     KIND_INPUT,
+    RESELECTED_SUFFIX,
     HydratorSpec,
     hydrator_for,
 )
@@ -102,9 +103,11 @@ def route(
                 *columns, strict=True
             ):
                 if topic == bootstrap_topic:
-                    # keyed by its group, as a handoff is (hydrator/bootstrap/spark.py)
+                    # keyed by its group, as a handoff is (hydrator/bootstrap/spark.py); a
+                    # re-select's record by its group and a suffix (reselect.py)
                     kind = KIND_BOOTSTRAP
                     group = key.decode("utf-8", "replace") if key is not None else TICK
+                    group = group.removesuffix(RESELECTED_SUFFIX)
                 elif topic == handoff_topic:
                     kind = KIND_HANDOFF
                     # a handoff's key is its group; bytes someone else wrote there still

@@ -9,6 +9,10 @@ Spark's cost is per group and per column, so a group's records to write are pack
 binary cells as their size allows (usually one), in the Kafka sink's `records` layout: the sink
 unpacks them as it produces, and no pass turns them into columns. The group's counters ride on
 its last row, as an array Spark sums into the query's observed metrics.
+
+With --reselect, a record whose placeholders nothing can fill is not hydrated here: the group
+function cannot query per key, so it defers the record, with what the key emits after it, to the
+stage that follows (reselect.py, one query per table and partition), in a third column.
 """
 
 from __future__ import annotations
@@ -39,10 +43,19 @@ from hydrator.bootstrap import images
 from hydrator.core import DeadLetter, HydrationSettings, Hydrator, RawRecord, Transition
 from hydrator.core.counters import counters_of
 from hydrator.core.hydrator import failure_reason, read_handoff, rejected
+from hydrator.core.settings import OnUnresolved, UnresolvedColumnsError
 from hydrator.engines.spark.clock import gate_is_open
 from hydrator.engines.spark.kafka_sink import pack_records
 from hydrator.events import Read
 from hydrator.formats import FormatOptions, codec_for
+from hydrator.formats.placeholders import PlaceholderForms
+from hydrator.postgres.misses import (
+    may_hold,
+    miss_of,
+    placeholder_patterns,
+    tx_id_of,
+    unresolved_of,
+)
 from hydrator.topology.emit import KafkaRecord, TopicWriter, emit
 from hydrator.topology.layout import Topology
 from state.codec import decode_state, encode_state
@@ -56,6 +69,11 @@ KIND_HANDOFF = 1
 # A record of the `<application-id>-bootstrap` topic (hydrator state bootstrap): a state record
 # for its group, merged before the group's inputs (images.merged: never over the stream's).
 KIND_BOOTSTRAP = -1
+# The key of a bootstrap-topic record a re-select wrote (reselect.py) ends with this after the
+# group: a state the stream made at that record's position takes its exact columns
+# (images.with_reselected). Its own key, so compaction never drops a bootstrapped row for it.
+RESELECTED_SUFFIX = "\x00reselected"
+_RESELECTED_SUFFIX = RESELECTED_SUFFIX.encode()
 STATE_SCHEMA_VERSION = 1
 
 # What GroupState keeps per key: the schema version, then the state codec's own versioned bytes.
@@ -83,6 +101,12 @@ NEXT_TIMEOUT = "next_timeout_ms"
 OUTPUT_SCHEMA = StructType(
     [StructField("records", BinaryType()), StructField("counts", ArrayType(LongType()))]
 )
+# With --reselect, a third column: the group's records that wait for a re-select, and everything
+# the group emitted after the first of them (`_GroupStep.pending_cell`); reselect.py completes
+# them and returns OUTPUT_SCHEMA rows.
+PENDING_OUTPUT_SCHEMA = StructType([*OUTPUT_SCHEMA.fields, StructField("pending", BinaryType())])
+PENDING_RESELECT = "r"
+PENDING_OUTPUTS = "o"
 
 
 @dataclass(frozen=True)
@@ -109,12 +133,14 @@ def group_function(
     topology: Topology,
     clock_offset_ms: int = 0,
     catch_up_gate: tuple[str, str] | None = None,
+    reselect: bool = False,
 ) -> Callable[[tuple[Any, ...], Iterator[pd.DataFrame], GroupState], Iterator[pd.DataFrame]]:
     """The group function; it dates states and reads timeouts in processing time, the wall
     clock minus `clock_offset_ms` (the downtime so far: clock.py). Spark arms its timeouts by
     the wall clock, so after downtime they fire early: `tick` then finds nothing due, and the
     timeout is armed again for what remains. Until the `catch_up_gate` (gate file, engine run)
-    opens, a timeout re-arms without `tick`: the query has not yet read what was waiting."""
+    opens, a timeout re-arms without `tick`: the query has not yet read what was waiting.
+    With `reselect` it returns PENDING_OUTPUT_SCHEMA rows (`_GroupStep.defer`)."""
 
     def hydrate_group(
         key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: GroupState
@@ -122,7 +148,8 @@ def group_function(
         hydrator = hydrator_for(spec)
         stored_before = _stored_bytes(key[0], state)
         loaded, unreadable = _load(state)
-        step = _GroupStep(hydrator, topology, key[0], loaded)
+        finder = miss_finder(spec) if reselect else None
+        step = _GroupStep(hydrator, topology, key[0], loaded, finder)
         if unreadable:
             step.counts["state_unreadable"] = 1
         now_ms = int(time.time() * 1000) - clock_offset_ms
@@ -136,10 +163,53 @@ def group_function(
         if stored_change:
             step.counts[STATE_BYTES_CHANGE] = stored_change
         cells, counts = step.result(None if deadline is None else deadline + clock_offset_ms)
-        if cells:
+        if reselect:
+            pending = step.pending_cell()
+            if pending is not None:
+                if not cells:
+                    cells, counts = [None], [None]
+                yield _output_frame(cells, counts, [None] * (len(cells) - 1) + [pending])
+            elif cells:
+                yield _output_frame(cells, counts, [None] * len(cells))
+        elif cells:
             yield _output_frame(cells, counts)
 
     return hydrate_group
+
+
+class MissFinder:
+    """Tells which of a group's records need a re-select: those whose hydration leaves a column
+    unresolved that a Postgres source could give (the same test the embedded engine's re-select
+    step makes, hydrator/engines/embedded/reselect.py: a scratch hydration that keeps what it
+    cannot fill, then `miss_of`)."""
+
+    def __init__(self, hydrator: Hydrator, patterns: tuple[bytes, ...]) -> None:
+        # The scratch pass must not stop the run (fail) or make headers nobody reads.
+        settings = replace(hydrator.settings, on_unresolved=OnUnresolved.KEEP, changed_header=False)
+        self.scratch = Hydrator(hydrator.codec, settings)
+        self.patterns = patterns
+
+    def columns(
+        self, state: StateRecord | None, record: RawRecord, key: str, now_ms: int
+    ) -> tuple[Transition, tuple[str, ...]] | None:
+        """The scratch transition of `record` and the columns of its `after` to re-select;
+        None when there are none (or the record does not say where its row is)."""
+        if not may_hold(record.value, self.patterns):
+            return None
+        step = self.scratch.process(state, Read(record), key, now_ms)
+        for out in step.emitted:
+            columns = unresolved_of(out.headers)
+            miss = miss_of(record, key, columns) if columns else None
+            if miss is not None and miss.shipped:
+                return step, tuple(miss.shipped)
+        return None
+
+
+@lru_cache(maxsize=8)
+def miss_finder(spec: HydratorSpec) -> MissFinder:
+    hydrator = hydrator_for(spec)
+    forms = PlaceholderForms(spec.format_options.placeholder_bytes)
+    return MissFinder(hydrator, placeholder_patterns(forms))
 
 
 def packed_records(frames: Iterator[pd.DataFrame]) -> list[bytes]:
@@ -182,15 +252,27 @@ _PYSPARK_WORKER = os.path.join("pyspark", "worker.py")
 _OUTPUT_COLUMNS = pd.Index(OUTPUT_SCHEMA.fieldNames())
 
 
-def _output_frame(cells: list[bytes | None], counts: list[list[int | None] | None]) -> pd.DataFrame:
-    """OUTPUT_SCHEMA rows as a frame of one object block: Spark pays a per-group cost for the
-    frame a group returns, and one 2-D block takes about a third of what a dict of columns
-    does to build, and less to concatenate."""
-    block = np.empty((len(cells), 2), dtype=object)
+_PENDING_COLUMNS = pd.Index(PENDING_OUTPUT_SCHEMA.fieldNames())
+
+
+def _output_frame(
+    cells: list[bytes | None],
+    counts: list[list[int | None] | None],
+    pending: list[bytes | None] | None = None,
+) -> pd.DataFrame:
+    """OUTPUT_SCHEMA rows (PENDING_OUTPUT_SCHEMA with `pending`) as a frame of one object block:
+    Spark pays a per-group cost for the frame a group returns, and one 2-D block takes about a
+    third of what a dict of columns does to build, and less to concatenate."""
+    width = 2 if pending is None else 3
+    block = np.empty((len(cells), width), dtype=object)
     block[:, 0] = cells
     for row, count in enumerate(counts):
         block[row, 1] = count  # one by one: numpy would read a list of lists as a 2-D array
-    return pd.DataFrame(block, columns=_OUTPUT_COLUMNS, copy=False)
+    if pending is not None:
+        block[:, 2] = pending
+    return pd.DataFrame(
+        block, columns=_OUTPUT_COLUMNS if pending is None else _PENDING_COLUMNS, copy=False
+    )
 
 
 def unpack_record(packed: bytes) -> tuple[Any, ...]:
@@ -207,7 +289,12 @@ class _GroupStep:
     """Accumulates the outputs of one group call."""
 
     def __init__(
-        self, hydrator: Hydrator, topology: Topology, group: str, state: StateRecord | None
+        self,
+        hydrator: Hydrator,
+        topology: Topology,
+        group: str,
+        state: StateRecord | None,
+        finder: MissFinder | None = None,
     ) -> None:
         self.hydrator = hydrator
         self.topology = topology
@@ -221,8 +308,14 @@ class _GroupStep:
         self.was_parked = state is not None and state.is_parked
         # the records to write, in the Kafka sink's `records` layout
         self.out: list[KafkaRecord] = []
-        self.sink = TopicWriter(topology, self.out.append)
+        self.sink = TopicWriter(topology, self._write)
+        self._target = self.out  # where emitted records go: `out`, or after a deferred record
         self.counts: dict[str, int] = {}
+        # --reselect: the records deferred to the re-select stage, and what was emitted after
+        # each (`defer`); the transaction ids of the inputs fed since the first was deferred
+        self.finder = finder if not self.stateless else None
+        self.pending: list[list[Any]] = []
+        self._inputs_since: list[int | None] = []
 
     def feed(self, packed: list[bytes], now_ms: int) -> None:
         """The group's routed records, in (kind, partition, offset) order: inputs, then the
@@ -232,7 +325,10 @@ class _GroupStep:
             self._unpacked(packed), key=_order
         ):
             if kind == KIND_BOOTSTRAP:
-                self._bootstrap(value)
+                if key is not None and key.endswith(_RESELECTED_SUFFIX):
+                    self._reselected(value)
+                else:
+                    self._bootstrap(value)
                 continue
             record = RawRecord(topic, partition, offset, key, value, headers or (), timestamp)
             if kind == KIND_HANDOFF:
@@ -251,7 +347,91 @@ class _GroupStep:
             if isinstance(routed, DeadLetter):
                 self.apply(rejected(routed))
                 continue
-            self.apply(hydrator.process(self.state, read, self.key, now_ms))
+            if self.finder is None:
+                self.apply(hydrator.process(self.state, read, self.key, now_ms))
+            else:
+                self._input(read, now_ms)
+
+    def _input(self, read: Read, now_ms: int) -> None:
+        """An input record under --reselect: hydrated as usual, or, when it leaves columns
+        unresolved that the source could give, deferred (`defer`)."""
+        record = read.record
+        if self.pending:
+            self._inputs_since.append(tx_id_of(record))
+        state = self.state
+        failed: UnresolvedColumnsError | None = None
+        step: Transition | None = None
+        try:
+            step = self.hydrator.process(state, read, self.key, now_ms)
+        except UnresolvedColumnsError as exc:  # --on-unresolved fail: unless the source fills it
+            failed = exc
+        if step is None or step.counts.get("unresolved_events"):
+            assert self.finder is not None and self.key is not None
+            found = self.finder.columns(state, record, self.key, now_ms)
+            if found is not None:
+                scratch, columns = found
+                self.defer(state, record, columns, (step or scratch).state, now_ms)
+                return
+        if step is None:
+            assert failed is not None
+            raise failed
+        self.apply(step)
+
+    def defer(
+        self,
+        before: StateRecord | None,
+        record: RawRecord,
+        columns: tuple[str, ...],
+        after: StateRecord | None,
+        now_ms: int,
+    ) -> None:
+        """Leave `record` to the re-select stage (reselect.py), which hydrates it again from
+        `before` with what it reads for `columns`, and writes and counts what that gives. The
+        key's state goes on as the record leaves it without a re-select: the exact columns reach
+        it through the bootstrap topic. Everything the group emits after it waits behind it, so
+        no later record of the key overtakes it (a later one the state cannot fill either is
+        deferred too, and read by the same query)."""
+        if not self.pending:
+            self._inputs_since.append(tx_id_of(record))
+        position = len(self._inputs_since) - 1
+        state = encode_state(before) if before is not None else None
+        row = (
+            record.topic,
+            record.partition,
+            record.offset,
+            record.key,
+            record.value,
+            record.headers,
+            record.timestamp_ms,
+        )
+        self.pending.append([PENDING_RESELECT, state, row, self.key, columns, now_ms, position])
+        self._target = []
+        self.pending.append([PENDING_OUTPUTS, self._target])
+        self.state = None if self.stateless else after
+
+    def pending_cell(self) -> bytes | None:
+        """The deferred records and what followed them, msgpack-packed: a list of
+        [PENDING_RESELECT, state before (encoded) or None, (topic, partition, offset, key, value,
+        headers, timestamp), canonical key, columns, now_ms, rewritten] and [PENDING_OUTPUTS,
+        records to write], in order. `rewritten`: a later input of the key in this batch comes
+        from the same transaction (the row read cannot prove its value at this one)."""
+        if not self.pending:
+            return None
+        txs = self._inputs_since
+        items: list[list[Any]] = []
+        for item in self.pending:
+            if item[0] == PENDING_OUTPUTS:
+                if item[1]:
+                    items.append(item)
+                continue
+            position = item[6]
+            tx = txs[position]
+            item[6] = tx is not None and tx in txs[position + 1 :]
+            items.append(item)
+        return _pack_pending(items)
+
+    def _write(self, record: KafkaRecord) -> None:
+        self._target.append(record)
 
     def _bootstrap(self, value: bytes | None) -> None:
         """A bootstrapped state record for this key: taken unless the key's state is the
@@ -268,6 +448,23 @@ class _GroupStep:
         if chosen is not None:
             self.state = chosen
             self.counts["bootstrapped_keys"] = self.counts.get("bootstrapped_keys", 0) + 1
+
+    def _reselected(self, value: bytes | None) -> None:
+        """The state a re-select made for this key (reselect.py): its exact columns join the
+        key's state when no later event applied since (images.with_reselected)."""
+        if self.stateless or value is None:
+            return
+        try:
+            record = decode_state(value)
+        except Exception as exc:
+            log.warning(
+                "skipping a re-selected state that does not decode: %s", failure_reason(exc)
+            )
+            self.counts["state_unreadable"] = self.counts.get("state_unreadable", 0) + 1
+            return
+        chosen = images.with_reselected(self.state, record)
+        if chosen is not None:
+            self.state = chosen
 
     def _unpacked(self, packed: list[bytes]) -> list[tuple[Any, ...]]:
         """The routed rows; one that does not unpack (routing wrote it, so this is not the
@@ -308,21 +505,42 @@ class _GroupStep:
         metrics: list[int | None] | None = None
         if any(counts.values()) or next_timeout_ms is not None:
             metrics = [*(counts.get(name, 0) for name in COUNTERS), next_timeout_ms]
-        cells: list[bytes | None] = []
-        start = size = 0
-        out = self.out
-        for index, (_, _, key, value, _) in enumerate(out):
-            size += len(value or b"") + len(key or b"") + 64
-            if size >= CHUNK_BYTES or index - start + 1 >= CHUNK_RECORDS:
-                cells.append(pack_records(out[start : index + 1]))
-                start, size = index + 1, 0
-        if start < len(out):
-            cells.append(pack_records(out[start:]))
+        cells = chunked(self.out)
         if metrics is None:
             return cells, [None] * len(cells)
         if not cells:
             cells.append(None)
         return cells, [None] * (len(cells) - 1) + [metrics]
+
+
+def chunked(out: list[KafkaRecord]) -> list[bytes | None]:
+    """Records to write as `records` cells of at most CHUNK_RECORDS records or about
+    CHUNK_BYTES."""
+    cells: list[bytes | None] = []
+    start = size = 0
+    for index, (_, _, key, value, _) in enumerate(out):
+        size += len(value or b"") + len(key or b"") + 64
+        if size >= CHUNK_BYTES or index - start + 1 >= CHUNK_RECORDS:
+            cells.append(pack_records(out[start : index + 1]))
+            start, size = index + 1, 0
+    if start < len(out):
+        cells.append(pack_records(out[start:]))
+    return cells
+
+
+def counts_row(counts: Mapping[str, int]) -> list[int | None] | None:
+    """A `counts` cell: the COUNTERS in order and no timeout (None when all are 0)."""
+    if not any(counts.values()):
+        return None
+    return [*(counts.get(name, 0) for name in COUNTERS), None]
+
+
+_pack_pending = msgpack.Packer(use_bin_type=True).pack
+
+
+def unpack_pending(cell: bytes) -> list[tuple[Any, ...]]:
+    items: list[tuple[Any, ...]] = msgpack.unpackb(cell, raw=False, use_list=False)
+    return items
 
 
 def _stored_bytes(group: str, state: GroupState) -> int:
