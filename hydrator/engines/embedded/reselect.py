@@ -107,7 +107,7 @@ class BatchReselect:
             for out in step.emitted:
                 columns = _unresolved(out.headers)
                 if columns:
-                    miss = miss_of(record, route, columns)
+                    miss = miss_of(record, route, columns, self.client.forms)
                     if miss is not None:
                         misses.append(miss)
         return misses, [(route, read.record) for route, _, read in routed if route in candidates]
