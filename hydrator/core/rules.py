@@ -131,14 +131,16 @@ def hydrate(
     if reselected is not None and unresolved:
         unresolved, exact, current = fill_reselected(unresolved, reselected, patch.after)
     unknown_after = tuple(unresolved)
-    gaps_after: list[str] = []
+    gaps_after: tuple[str, ...] = ()
     if event.absent is Absent.MISSING and event.op is not Op.DELETE and event.after is not None:
         fill_absent(event.after, image, patch.after)
-        gaps_after = [column for column in gaps if column not in event.after]
-    gaps_before: list[str] = []
+        if gaps:
+            gaps_after = tuple([column for column in gaps if column not in event.after])
+    gaps_before: tuple[str, ...] = ()
     if event.op in (Op.UPDATE, Op.DELETE):
-        missing_before, gaps_before = _fill_before(event, image, settings, patch, gaps)
-        unresolved += missing_before
+        unresolved += _fill_before(event, image, settings, patch)
+        if gaps:
+            gaps_before = _before_gaps(event, patch, gaps)
     if exact or current:  # re-selected columns are not `filled`
         taken = {*exact, *current}
         filled = tuple(dict.fromkeys([*(c for c in patch.after if c not in taken), *patch.before]))
@@ -201,37 +203,40 @@ def fill_absent(event_image: Image, image: Image | None, into: dict[str, Any]) -
 
 
 def _fill_before(
-    event: ChangeEvent,
-    image: Image | None,
-    settings: HydrationSettings,
-    patch: Patch,
-    gaps: tuple[str, ...],
-) -> tuple[list[str], list[str]]:
-    """Rule 2: fill missing columns of `before`; a null or key-only `before` becomes the image.
-    Returns the placeholders left unresolved, and the columns `gaps` (those the image does not
-    know) that the filled `before` lacks."""
+    event: ChangeEvent, image: Image | None, settings: HydrationSettings, patch: Patch
+) -> list[str]:
+    """Rule 2: fill missing columns of `before`; a null or key-only `before` becomes the image."""
     before = event.before
     if before is None or is_key_only(before, event.key_columns):
         if settings.fill_before and image is not None:
             # every value of it is rendered: read the large ones now (state/large.py)
             patch.whole_before = materialized(image)
-            if gaps:
-                return [], _lacking(gaps, image, before or event.after, event.absent)
-        return [], []
+        return []
     unresolved = fill(event.missing_before, image, patch.before)
     if event.absent is Absent.MISSING:
         fill_absent(before, image, patch.before)
-        if gaps:
-            return unresolved, [column for column in gaps if column not in before]
-    return unresolved, []
+    return unresolved
 
 
-def _lacking(gaps: tuple[str, ...], image: Image, named: Image | None, absent: Absent) -> list[str]:
-    """The unknown columns a `before` made of `image` lacks; for a full-row format, only those
-    the event still names (a column it no longer names was dropped from the table)."""
-    if named is None or absent is not Absent.DROPPED:
-        return [column for column in gaps if column not in image]
-    return [column for column in gaps if column not in image and column in named]
+def _before_gaps(event: ChangeEvent, patch: Patch, gaps: tuple[str, ...]) -> tuple[str, ...]:
+    """The columns of `gaps` (those the image does not know) that the `before` rule 2 made
+    lacks: all of them in a `before` made of the image, except, for a full-row format, those
+    the event no longer names (the table dropped them); in a patch stream's own `before`, those
+    it does not name."""
+    whole = patch.whole_before
+    if whole is not None:
+        named = event.before or event.after
+        if named is None or event.absent is not Absent.DROPPED:
+            return tuple([column for column in gaps if column not in whole])
+        return tuple([column for column in gaps if column not in whole and column in named])
+    before = event.before
+    if (
+        event.absent is Absent.MISSING
+        and before is not None
+        and not is_key_only(before, event.key_columns)
+    ):
+        return tuple([column for column in gaps if column not in before])
+    return ()
 
 
 def _next_state(
