@@ -12,13 +12,16 @@ written only for a record that holds one, so every other record keeps format 1 o
 decimals are extension 3 (format 2's code for them, 2, is a large value here).
 
 The body is a list of eight fields, a ninth (per-cell write times) only for a record that
-has them, and a tenth (the bootstrap mark, state.record) only for a bootstrapped record, so
-records without them keep the bytes earlier releases wrote and read.
+has them, a tenth (the bootstrap mark, state.record) only for a bootstrapped record, and an
+eleventh (the columns the state does not know, state.record) only for a record with such
+columns; a later field present writes the earlier ones as null. Records without them keep the
+bytes earlier releases wrote and read.
 """
 
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 import msgpack
 
@@ -53,7 +56,7 @@ def encode_state(record: StateRecord) -> bytes:
     """The record's bytes. Its image may be a LazyImage, or hold LargeValue cells (from
     `state.large.outline`): those are written as references (format 3), never read."""
     image = record.image
-    body = [
+    body: list[Any] = [
         image.cells if type(image) is LazyImage else image,
         list(record.pos) if record.pos is not None else None,
         record.deleted,
@@ -63,10 +66,13 @@ def encode_state(record: StateRecord) -> bytes:
         record.awaiting,
         record.waiting_since_ms,
     ]
-    if record.cell_times is not None or record.bootstrap is not None:
+    unknown = record.unknown
+    if record.cell_times is not None or record.bootstrap is not None or unknown:
         body.append(record.cell_times)
-    if record.bootstrap is not None:
-        body.append(list(record.bootstrap))
+    if record.bootstrap is not None or unknown:
+        body.append(list(record.bootstrap) if record.bootstrap is not None else None)
+    if unknown:
+        body.append(list(unknown))
     cells = body[0]
     if type(cells) is dict and has_refs(cells):
         # told up front: packing first and catching msgpack's TypeError packed such rows twice
@@ -90,8 +96,8 @@ def decode_state(data: bytes, reader: LargeValueReader | None = None) -> StateRe
             body = msgpack.unpackb(data[1:], raw=False, strict_map_key=False, ext_hook=_unpack_ext)
         else:
             body = exact.unpack(data[1:], strict_map_key=False)
-        if not isinstance(body, list) or len(body) not in (8, 9, 10):
-            raise ValueError("not a list of 8 to 10 fields")
+        if not isinstance(body, list) or len(body) not in (8, 9, 10, 11):
+            raise ValueError("not a list of 8 to 11 fields")
         image, pos, deleted, updated_at, handoffs, parked, awaiting, waiting = body[:8]
         if data[0] == FORMAT_V3 and isinstance(image, dict) and has_refs(image):
             image = LazyImage(image, reader if reader is not None else InlineReader())
@@ -105,11 +111,18 @@ def decode_state(data: bytes, reader: LargeValueReader | None = None) -> StateRe
             awaiting=awaiting,
             waiting_since_ms=waiting,
             cell_times=body[8] if len(body) >= 9 else None,
-            bootstrap=tuple(body[9]) if len(body) == 10 else None,
+            bootstrap=tuple(body[9]) if len(body) >= 10 and body[9] is not None else None,
+            unknown=_columns(body[10]) if len(body) == 11 else (),
         )
     except (ValueError, TypeError, msgpack.UnpackException) as exc:
         # whatever the bytes hold, they are not a state record: say so, never crash differently
         raise StateFormatError(f"corrupt state record: {type(exc).__name__}: {exc}") from None
+
+
+def _columns(names: object) -> tuple[str, ...]:
+    if not isinstance(names, list) or not all(type(name) is str for name in names):
+        raise ValueError("the unknown columns are not a list of names")
+    return tuple(names)
 
 
 def _pack_ext(obj: object) -> msgpack.ExtType | dict:

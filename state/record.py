@@ -34,6 +34,11 @@ class StateRecord:
     replaced yet: () when it came from a topic of full rows (`pos` is the row's), else the
     Postgres snapshot it was read in (hydrator.core.visibility). `with_row` clears it: the
     first event that applies makes the image the stream's.
+
+    `unknown` names the columns of the row whose value the state does not know: an event that
+    applied left them unresolved (or filled them only with a value that may be newer than
+    itself), and such values are not stored, so `image` lacks them. A column the image lacks
+    but `unknown` does not name is not the row's (a column added since: rule 1). Usually ().
     """
 
     image: Mapping[str, Any] | None = None  # a dict, or a LazyImage (state/large.py)
@@ -46,6 +51,7 @@ class StateRecord:
     waiting_since_ms: int | None = None
     cell_times: dict[str, int] | None = None
     bootstrap: tuple[int, ...] | None = None
+    unknown: tuple[str, ...] = ()
 
     def __init__(  # written out: see hydrator/core/records.py
         self,
@@ -59,6 +65,7 @@ class StateRecord:
         waiting_since_ms: int | None = None,
         cell_times: dict[str, int] | None = None,
         bootstrap: tuple[int, ...] | None = None,
+        unknown: tuple[str, ...] = (),
     ) -> None:
         self.image = image
         self.pos = pos
@@ -70,6 +77,7 @@ class StateRecord:
         self.waiting_since_ms = waiting_since_ms
         self.cell_times = cell_times
         self.bootstrap = bootstrap
+        self.unknown = unknown
 
     def with_row(
         self,
@@ -78,9 +86,11 @@ class StateRecord:
         deleted: bool,
         updated_at_ms: int,
         cell_times: dict[str, int] | None = None,
+        unknown: tuple[str, ...] = (),
     ) -> StateRecord:
-        """This record with a new row (rule 3), the key-change fields kept. Every event takes
-        this path, where `dataclasses.replace` cost more than the rule itself."""
+        """This record with a new row (rule 3) whose `unknown` columns are those given, the
+        key-change fields kept. Every event takes this path, where `dataclasses.replace` cost
+        more than the rule itself."""
         return StateRecord(  # positional: keyword arguments cost a fifth more here
             image,
             pos,
@@ -91,6 +101,8 @@ class StateRecord:
             self.awaiting,
             self.waiting_since_ms,
             cell_times,
+            None,
+            unknown,
         )
 
     @property

@@ -318,13 +318,16 @@ class TaskStore:
             for column, cell in state.image.cells.items()
             if not (type(cell) is LargeValue and cell.digest == digest)
         }
+        # the row still has the column: its value is now unknown (docs/rules.md, rule 6)
+        lost = [column for column in state.image.cells if column not in cells]
+        unknown = tuple(dict.fromkeys((*state.unknown, *lost)))
         log.warning(
             "%s: a large value of key %s is missing from the changelog: the row forgets its "
             "column, which the next event must ship (or it stays unresolved)",
             self.where,
             key.decode(errors="replace").replace("\x00", "/")[:200],
         )
-        self.rewrite(key, with_image(state, LazyImage(cells, StoredValues(self, key))))
+        self.rewrite(key, with_image(state, LazyImage(cells, StoredValues(self, key)), unknown))
 
     # -- the cache ---------------------------------------------------------------------------
 
@@ -430,7 +433,11 @@ class RouteCache:
         self._used += cost
 
 
-def with_image(state: StateRecord, image: Any) -> StateRecord:
+def with_image(
+    state: StateRecord, image: Any, unknown: tuple[str, ...] | None = None
+) -> StateRecord:
+    """`state` with `image` (the same row, its large values stored apart, or one forgotten),
+    and `unknown` columns when given."""
     return StateRecord(
         image,
         state.pos,
@@ -441,4 +448,6 @@ def with_image(state: StateRecord, image: Any) -> StateRecord:
         state.awaiting,
         state.waiting_since_ms,
         state.cell_times,
+        state.bootstrap,
+        state.unknown if unknown is None else unknown,
     )

@@ -246,7 +246,10 @@ class Hydrator:
         extra = reselect_headers(hydration.reselected, hydration.reselected_current)
         if not self.settings.changed_header:
             return extra
-        changed = changed_columns(event, hydration.patch, hydration.unresolved)
+        unresolved = hydration.unresolved
+        if hydration.unknown_before:  # a `before` lacking them says nothing of the new values
+            unresolved = tuple(c for c in unresolved if c not in hydration.unknown_before)
+        changed = changed_columns(event, hydration.patch, unresolved)
         return (*extra, changed_header(changed)) if extra else (changed_header(changed),)
 
     def _older_than_bootstrap(

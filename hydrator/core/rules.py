@@ -26,6 +26,9 @@ class Hydration:
     # Columns filled from a re-select (core/reselect.py): proven the row's at the event, or not.
     reselected: tuple[str, ...] = ()
     reselected_current: tuple[str, ...] = ()
+    # Unresolved only in a `before` taken from the image, which does not know them (the event
+    # may still ship them in `after`).
+    unknown_before: tuple[str, ...] = ()
 
     def __init__(  # written out: see hydrator/core/records.py
         self,
@@ -35,6 +38,7 @@ class Hydration:
         state: StateRecord,
         reselected: tuple[str, ...] = (),
         reselected_current: tuple[str, ...] = (),
+        unknown_before: tuple[str, ...] = (),
     ) -> None:
         self.patch = patch
         self.filled = filled
@@ -42,6 +46,7 @@ class Hydration:
         self.state = state
         self.reselected = reselected
         self.reselected_current = reselected_current
+        self.unknown_before = unknown_before
 
 
 def is_stale(state: StateRecord | None, position: Position | None) -> bool:
@@ -113,18 +118,29 @@ def hydrate(
 ) -> Hydration:
     """Fill `event` from `image` (normally the state's live image; a handoff's for a key change)
     and compute the key's next state. Transient key-change fields of `state` are kept. Columns of
-    `after` that `image` cannot fill are taken from `reselected` when it has them."""
+    `after` that `image` cannot fill are taken from `reselected` when it has them. A column the
+    state does not know (StateRecord.unknown) that an output would take from the image is
+    listed unresolved: the image lacks it."""
     patch = Patch(old_image=image)
+    # The state's unknown columns go with its own image (`live_image` hands that very object);
+    # a handoff's image comes with none.
+    gaps = state.unknown if state is not None and image is not None and image is state.image else ()
     unresolved = fill(event.missing_after, image, patch.after)
     exact: tuple[str, ...] = ()
     current: tuple[str, ...] = ()
     if reselected is not None and unresolved:
         unresolved, exact, current = fill_reselected(unresolved, reselected, patch.after)
     unknown_after = tuple(unresolved)
+    gaps_after: tuple[str, ...] = ()
     if event.absent is Absent.MISSING and event.op is not Op.DELETE and event.after is not None:
         fill_absent(event.after, image, patch.after)
+        if gaps:
+            gaps_after = tuple([column for column in gaps if column not in event.after])
+    gaps_before: tuple[str, ...] = ()
     if event.op in (Op.UPDATE, Op.DELETE):
         unresolved += _fill_before(event, image, settings, patch)
+        if gaps:
+            gaps_before = _before_gaps(event, patch, gaps)
     if exact or current:  # re-selected columns are not `filled`
         taken = {*exact, *current}
         filled = tuple(dict.fromkeys([*(c for c in patch.after if c not in taken), *patch.before]))
@@ -132,9 +148,10 @@ def hydrate(
         filled = (
             tuple(dict.fromkeys([*patch.after, *patch.before])) if patch.before else (*patch.after,)
         )
-    unresolved_columns = tuple(dict.fromkeys(unresolved)) if unresolved else ()
+    listed = [*unresolved, *gaps_after, *gaps_before] if gaps else unresolved
+    unresolved_columns = tuple(dict.fromkeys(listed)) if listed else ()
     if unresolved_columns and settings.on_unresolved is OnUnresolved.NULL:
-        for column in unresolved_columns:
+        for column in dict.fromkeys(unresolved):
             if column in event.missing_after:
                 patch.after[column] = None
             if patch.whole_before is not None:
@@ -142,11 +159,21 @@ def hydrate(
                     patch.whole_before = {**patch.whole_before, column: None}
             elif column not in event.missing_after:
                 patch.before[column] = None
+        for column in gaps_after:
+            patch.after[column] = None
+        for column in gaps_before:
+            if patch.whole_before is not None:
+                patch.whole_before = {**patch.whole_before, column: None}
+            else:
+                patch.before[column] = None
     # A value that may be newer than the event is carried, never kept (core/reselect.py).
     unstored = (*unknown_after, *current) if current else unknown_after
-    next_state = _next_state(state, event, patch, image, unstored, now_ms)
+    if gaps_after:  # (under `--on-unresolved null` patch.after holds them as None: not values)
+        unstored = (*unstored, *gaps_after)
+    next_state = _next_state(state, event, patch, image, unstored, gaps, now_ms)
     patch.new_image = next_state.image
-    return Hydration(patch, filled, unresolved_columns, next_state, exact, current)
+    only_before = tuple(c for c in gaps_before if c not in unknown_after) if gaps_before else ()
+    return Hydration(patch, filled, unresolved_columns, next_state, exact, current, only_before)
 
 
 def fill_reselected(
@@ -191,21 +218,46 @@ def _fill_before(
     return unresolved
 
 
+def _before_gaps(event: ChangeEvent, patch: Patch, gaps: tuple[str, ...]) -> tuple[str, ...]:
+    """The columns of `gaps` (those the image does not know) that the `before` rule 2 made
+    lacks: all of them in a `before` made of the image, except, for a full-row format, those
+    the event no longer names (the table dropped them); in a patch stream's own `before`, those
+    it does not name."""
+    whole = patch.whole_before
+    if whole is not None:
+        named = event.before or event.after
+        if named is None or event.absent is not Absent.DROPPED:
+            return tuple([column for column in gaps if column not in whole])
+        return tuple([column for column in gaps if column not in whole and column in named])
+    before = event.before
+    if (
+        event.absent is Absent.MISSING
+        and before is not None
+        and not is_key_only(before, event.key_columns)
+    ):
+        return tuple([column for column in gaps if column not in before])
+    return ()
+
+
 def _next_state(
     state: StateRecord | None,
     event: ChangeEvent,
     patch: Patch,
     image: Image | None,
     unresolved: tuple[str, ...],
+    gaps: tuple[str, ...],
     now_ms: int,
 ) -> StateRecord:
     """Rule 3: the new image is the filled `after`; a delete leaves a tombstone. Unresolved
-    markers are not stored: the true value is unknown until an event ships it."""
+    markers are not stored: the true value is unknown until an event ships it, so the new
+    state names them unknown, with the columns `gaps` the image did not know that this event
+    does not tell either."""
     base = state or StateRecord()
     pos = event.position if event.position is not None else base.pos
     if event.cell_times is not None:
         cells, times = merge_cells(base, event.after or {}, event.cell_times)
-        return base.with_row(cells, pos, False, now_ms, times)
+        still = tuple(column for column in gaps if column not in cells) if gaps else ()
+        return base.with_row(cells, pos, False, now_ms, times, still)
     if event.op is Op.DELETE:
         return base.with_row(None, pos, deleted=True, updated_at_ms=now_ms)
     assert event.after is not None
@@ -214,9 +266,30 @@ def _next_state(
         for column in image:
             if column not in new_image:
                 new_image[column] = None
-    for column in unresolved:
+    unknown = unresolved
+    if gaps:
+        unknown = (*unresolved, *_still_unknown(gaps, new_image, event.absent))
+    for column in unknown:
         new_image.pop(column, None)
-    return base.with_row(new_image, pos, deleted=False, updated_at_ms=now_ms)
+    return base.with_row(
+        new_image, pos, False, now_ms, None, tuple(dict.fromkeys(unknown)) if unknown else ()
+    )
+
+
+def _still_unknown(gaps: tuple[str, ...], new_image: dict[str, Any], absent: Absent) -> list[str]:
+    """Which of the columns the stored image did not know the new image does not know either:
+    those the event neither shipped nor filled. A column the event does not name stays unknown
+    in a patch stream (not shipped), is NULL where an absent column means that (set here), and
+    is gone from a full-row format (the table dropped it)."""
+    still = []
+    for column in gaps:
+        if column in new_image:
+            continue
+        if absent is Absent.MISSING:
+            still.append(column)
+        elif absent is Absent.NULL:
+            new_image[column] = None
+    return still
 
 
 def merge_cells(

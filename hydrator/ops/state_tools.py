@@ -160,6 +160,7 @@ class KeyState:
     key: str
     state_bytes: int
     image: Any = None
+    unknown_columns: tuple[str, ...] = ()  # the row's columns the image lacks: values not known
     position: list[int] | None = None
     deleted: bool = False
     updated_at_ms: int = 0  # on the task's processing clock, not the wall clock
@@ -282,6 +283,7 @@ def _key_state(partition: int, topic: str, key: str, data: bytes, reader: _Store
         key,
         len(data),
         image=image,
+        unknown_columns=record.unknown,
         position=list(record.pos) if record.pos is not None else None,
         deleted=record.deleted,
         updated_at_ms=record.updated_at_ms,

@@ -31,10 +31,17 @@ class Miss:
     shipped: Mapping[str, Any]  # column -> the placeholder the event carried for it
 
 
-def miss_of(record: RawRecord, state_key: str, columns: tuple[str, ...]) -> Miss | None:
+def miss_of(
+    record: RawRecord,
+    state_key: str,
+    columns: tuple[str, ...],
+    forms: PlaceholderForms | None = None,
+) -> Miss | None:
     """The re-select request for `columns` of `record`'s `after`; None when the record does not
     say where its row is (not a Postgres event, no key, a key that is not an object of integers
-    and strings). An event without `source.connector` is taken for a Postgres one."""
+    and strings). An event without `source.connector` is taken for a Postgres one. With `forms`,
+    only the columns `after` holds a placeholder for (an unresolved column can be one that only
+    a `before` taken from the state lacks: `after` ships its value); None when none is left."""
     if record.key is None or record.value is None or not columns:
         return None
     try:
@@ -54,6 +61,10 @@ def miss_of(record: RawRecord, state_key: str, columns: tuple[str, ...]) -> Miss
         return None
     tx_id = source.get("txId")
     shipped = {column: after[column] for column in columns if column in after}
+    if forms is not None:
+        shipped = {column: value for column, value in shipped.items() if forms.matches_shape(value)}
+        if not shipped:
+            return None
     return Miss(
         record.source,
         state_key,

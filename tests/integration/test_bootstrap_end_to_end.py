@@ -340,17 +340,6 @@ def check_from_topic(
     assert later > 50
 
 
-# A key whose events the stream applied before the bootstrap reached it keeps the stream's image,
-# which lacks the TOAST columns those events left unresolved; a later event's `before` taken from
-# it then lacks them unmarked. Listing them as unresolved marked every `before` after an ADD
-# COLUMN too (against rule 1), so that rule was taken back; the state must first remember which
-# columns it does not know. Open: issue 27.
-WHILE_WRITING_GAP = pytest.mark.xfail(
-    reason="a before from a stream image that lacks unresolved columns is not marked", strict=False
-)
-
-
-@WHILE_WRITING_GAP
 def test_bootstrap_while_writers_run(world: World) -> None:
     check_while_writing(
         world.results["while_out"], world.phase_one_full, world.snapshot_while_writing
@@ -367,7 +356,6 @@ def test_spark_bootstrap_before_the_stream(world: World) -> None:
     check_exact(world.run("spark-before", "spark"), world.all_full)
 
 
-@WHILE_WRITING_GAP
 def test_spark_bootstrap_while_writers_run(world: World) -> None:
     snapshot = SourceSnapshot.parse(world.results["spark_while"]["snapshot"])
     check_while_writing(world.run("spark-while", "spark"), world.all_full, snapshot)

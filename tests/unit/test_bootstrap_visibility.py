@@ -192,12 +192,6 @@ def test_the_mark_survives_the_codec() -> None:
     assert encode_state(plain)[1:2] == b"\x98"  # eight fields, as earlier releases wrote
 
 
-@pytest.mark.xfail(
-    reason="a known gap (docs/cold-start.md): listing columns the image lacks also marked every "
-    "before after an ADD COLUMN, so the rule was taken back until the state remembers which "
-    "columns it does not know",
-    strict=False,
-)
 def test_a_before_from_an_image_that_lacks_columns_lists_them() -> None:
     """An update left `doc` unresolved (not stored); a later delete's `before` comes from the
     image, which does not know `doc`: it is listed unresolved, not passed off as complete."""

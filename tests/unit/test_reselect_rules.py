@@ -200,6 +200,20 @@ def test_a_miss_names_table_key_transaction_and_placeholders() -> None:
     assert miss_of(RawRecord("x", 0, 3, b'{"id":5}', orjson.dumps(other)), "k", ("doc",)) is None
 
 
+def test_a_miss_asks_only_for_the_placeholders_of_after() -> None:
+    """An unresolved column whose value `after` ships (only a `before` taken from the state
+    lacked it) is not re-selected: reading it would say nothing of the `before`."""
+    value = {
+        "op": "u",
+        "after": {"id": 5, "doc": P, "txt": "shipped"},
+        "source": {"schema": "s", "table": "t", "txId": 99},
+    }
+    raw = RawRecord("x", 0, 3, b'{"id":5}', orjson.dumps(value))
+    miss = miss_of(raw, '{"id":5}', ("doc", "txt"), FORMS)
+    assert miss is not None and miss.shipped == {"doc": P}
+    assert miss_of(raw, '{"id":5}', ("txt",), FORMS) is None
+
+
 def test_placeholder_patterns_find_every_spelling() -> None:
     patterns = placeholder_patterns(FORMS)
     for spelled in (P, FORMS.base64, FORMS.uuid, FORMS.hstore_json, FORMS.byte_ints, [P]):

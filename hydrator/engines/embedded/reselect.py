@@ -113,7 +113,7 @@ class BatchReselect:
             for out in step.emitted:
                 columns = unresolved_of(out.headers)
                 if columns:
-                    miss = miss_of(record, route, columns)
+                    miss = miss_of(record, route, columns, self.client.forms)
                     if miss is not None:
                         misses.append(miss)
         return misses, [(route, read.record) for route, _, read in routed if route in candidates]
