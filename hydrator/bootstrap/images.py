@@ -85,7 +85,8 @@ def with_reselected(existing: StateRecord | None, reselected: StateRecord) -> St
     added = {c: reselected.image[c] for c in reselected.image if c not in image}
     if not added:
         return None
-    return replace(existing, image=_joined(image, added))
+    known = tuple(column for column in existing.unknown if column not in added)
+    return replace(existing, image=_joined(image, added), unknown=known)
 
 
 def _joined(image: Mapping[str, Any], added: dict[str, Any]) -> Mapping[str, Any]:

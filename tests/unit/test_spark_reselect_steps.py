@@ -279,9 +279,10 @@ def test_the_cap_on_queries_is_shared_among_partitions() -> None:
 
 def test_reselected_columns_join_only_a_state_still_at_their_event() -> None:
     seed = StateRecord(image={"id": 1, "doc": "v"}, pos=(10,))
-    at = StateRecord(image={"id": 1}, pos=(10,))
+    at = StateRecord(image={"id": 1}, pos=(10,), unknown=("doc", "notes"))
     joined = images.with_reselected(at, seed)
     assert joined is not None and dict(joined.image or {}) == {"id": 1, "doc": "v"}
+    assert joined.unknown == ("notes",)  # the column read exact is known now
     assert images.with_reselected(StateRecord(image={"id": 1}, pos=(11,)), seed) is None
     assert images.with_reselected(StateRecord(image={"id": 1, "doc": "w"}, pos=(10,)), seed) is None
     assert images.with_reselected(StateRecord(pos=(10,), deleted=True), seed) is None
