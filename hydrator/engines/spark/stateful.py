@@ -183,11 +183,12 @@ class MissFinder:
     step makes, hydrator/engines/embedded/reselect.py: a scratch hydration that keeps what it
     cannot fill, then `miss_of`)."""
 
-    def __init__(self, hydrator: Hydrator, patterns: tuple[bytes, ...]) -> None:
+    def __init__(self, hydrator: Hydrator, forms: PlaceholderForms) -> None:
         # The scratch pass must not stop the run (fail) or make headers nobody reads.
         settings = replace(hydrator.settings, on_unresolved=OnUnresolved.KEEP, changed_header=False)
         self.scratch = Hydrator(hydrator.codec, settings)
-        self.patterns = patterns
+        self.forms = forms
+        self.patterns = placeholder_patterns(forms)
 
     def columns(
         self, state: StateRecord | None, record: RawRecord, key: str, now_ms: int
@@ -199,7 +200,9 @@ class MissFinder:
         step = self.scratch.process(state, Read(record), key, now_ms)
         for out in step.emitted:
             columns = unresolved_of(out.headers)
-            miss = miss_of(record, key, columns) if columns else None
+            # only columns `after` ships a placeholder for: one a `before` from the state lacks
+            # has its value in `after`, and that value is no placeholder's spelling
+            miss = miss_of(record, key, columns, self.forms) if columns else None
             if miss is not None and miss.shipped:
                 return step, tuple(miss.shipped)
         return None
@@ -208,8 +211,7 @@ class MissFinder:
 @lru_cache(maxsize=8)
 def miss_finder(spec: HydratorSpec) -> MissFinder:
     hydrator = hydrator_for(spec)
-    forms = PlaceholderForms(spec.format_options.placeholder_bytes)
-    return MissFinder(hydrator, placeholder_patterns(forms))
+    return MissFinder(hydrator, PlaceholderForms(spec.format_options.placeholder_bytes))
 
 
 def packed_records(frames: Iterator[pd.DataFrame]) -> list[bytes]:
