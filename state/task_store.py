@@ -262,9 +262,9 @@ class TaskStore:
     def _hold(self, key: bytes, state: StateRecord | None) -> None:
         """Count `key`'s new state in `held_bytes`: the values its image holds beyond the key's
         committed image (state.large.added_bytes: an unchanged TOAST value filled from state is
-        the cached object itself, and counting it again made a hot key set past
-        MAX_UNCOMMITTED_BYTES force a commit a second and recompress every changed value that
-        often), plus what waits in it: parked records and the old images of handoffs."""
+        the cached object itself, and counting it again made a hot key set pass the engine's cap
+        and force a commit a second, recompressing every changed value that often), plus what
+        waits in it: parked records and the old images of handoffs."""
         if state is None:
             size = 0
         else:

@@ -9,7 +9,12 @@ from types import SimpleNamespace
 import pytest
 from confluent_kafka import TopicPartition
 
-from hydrator.engines.embedded.loop import BACKLOG_RECORDS, StreamLoop
+from hydrator.engines.embedded.loop import (
+    BACKLOG_RECORDS,
+    MIN_HELD_BYTES,
+    StreamLoop,
+    held_bytes_cap,
+)
 from hydrator.topology.layout import Topology
 
 TOPOLOGY = Topology("app", {"db.orders": "db.orders.out"}, 2)
@@ -37,6 +42,7 @@ def _loop(open_s: float, lag_per_partition: int, backlog_interval_ms: int) -> St
     partitions += [TopicPartition(TOPOLOGY.handoff_topic, p) for p in range(2)]
     loop._assignment = SimpleNamespace(tasks={}, partitions=partitions)  # type: ignore[assignment]
     loop._uncommitted = 10
+    loop._held_cap = MIN_HELD_BYTES
     loop._commit_interval_s = 0.1
     loop._backlog_interval_s = max(backlog_interval_ms, 100) / 1000
     loop._batch_started = time.monotonic() - open_s
@@ -58,3 +64,20 @@ def test_a_batch_stays_open_while_a_backlog_waits(open_s: float, lag: int, due: 
 
 def test_a_backlog_interval_no_longer_than_the_commit_interval_never_stretches() -> None:
     assert _loop(0.2, BACKLOG_RECORDS, backlog_interval_ms=100)._commit_due() is True
+
+
+def test_the_changed_state_an_open_batch_holds_is_half_the_state_budget() -> None:
+    # a single worker takes the whole default budget (256 MB): it may hold 128 MB of changed
+    # rows, so a hot key set of wide rows does not force a commit every second
+    assert held_bytes_cap(256 * 1024 * 1024) == 128 * 1024 * 1024
+    # a small budget does not commit more often than before the cap followed it
+    assert held_bytes_cap(16 * 1024 * 1024) == MIN_HELD_BYTES
+
+
+def test_a_batch_holding_more_changed_state_than_its_cap_is_due() -> None:
+    loop = _loop(0.01, 0, backlog_interval_ms=5000)
+    held = SimpleNamespace(held_bytes=MIN_HELD_BYTES)
+    loop._assignment = SimpleNamespace(tasks={0: held}, partitions=[])  # type: ignore[assignment]
+    assert loop._commit_due() is True
+    held.held_bytes = MIN_HELD_BYTES - 1
+    assert loop._commit_due() is False

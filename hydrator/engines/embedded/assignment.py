@@ -185,6 +185,11 @@ class Assignment:
         return numbers
 
     @property
+    def cache_bytes(self) -> int:
+        """The process's share of the run's state cache budget."""
+        return self._cache_bytes
+
+    @property
     def parked(self) -> int:
         return sum(task.parked_count for task in self.tasks.values())
 
