@@ -100,14 +100,26 @@ def position(source: Any) -> Position | None:
 def _position(source: dict[str, Any]) -> Position | None:
     sequence = source.get("sequence")
     if isinstance(sequence, str):
-        last_commit, lsn = exact.loads(sequence)
-        return (int(last_commit or 0), int(lsn or 0))
+        return _sequence(sequence)
     if source.get("connector") == "mysql" and source.get("file"):
         file_number = int(str(source["file"]).rsplit(".", 1)[-1])
         return (file_number, int(source.get("pos") or 0), int(source.get("row") or 0))
     if source.get("lsn") is not None:
         return (int(source["lsn"]),)
     return None
+
+
+def _sequence(sequence: str) -> Position:
+    """Postgres' `source.sequence`, `["<last commit LSN>","<LSN>"]` (either may be null). The
+    form Debezium writes, two decimal strings, is read without a JSON parser: this runs for
+    every event."""
+    if sequence.startswith('["') and sequence.endswith('"]') and sequence.isascii():
+        first, comma, second = sequence[2:-2].partition('","')
+        if comma and first.isdigit() and second.isdigit():
+            return (int(first), int(second))
+    # other names than above: compiled, a name keeps the type it is first given (str there)
+    last_commit, lsn = exact.loads(sequence)
+    return (int(last_commit or 0), int(lsn or 0))
 
 
 def transaction_id(source: Any) -> int | None:

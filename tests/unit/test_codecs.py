@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hydrator.core import Handoff, RawRecord
+from hydrator.formats.debezium import position
 from hydrator.formats.keys import canonical_key
 from hydrator.formats.placeholders import PlaceholderForms
 from state.codec import FORMAT_V1, FORMAT_V2, StateFormatError, decode_state, encode_state
@@ -248,3 +249,22 @@ def test_cell_times_round_trip(record: StateRecord, times: dict[str, int]) -> No
 def test_unreadable_state_bytes_raise_a_clear_error(data: bytes) -> None:
     with pytest.raises(StateFormatError):
         decode_state(data)
+
+
+@given(
+    st.one_of(st.none(), st.integers(0, 2**64 - 1), st.text(alphabet="0123456789", max_size=3)),
+    st.one_of(st.none(), st.integers(0, 2**64 - 1)),
+    st.booleans(),
+)
+def test_a_postgres_sequence_reads_the_same_with_or_without_the_json_parser(
+    last_commit: Any, lsn: Any, as_strings: bool
+) -> None:
+    # the two-decimal-strings form Debezium writes is read without orjson; every form gives
+    # what the JSON reading gives
+    def spelled(part: Any) -> Any:
+        return str(part) if as_strings and isinstance(part, int) else part
+
+    sequence = orjson.dumps([spelled(last_commit), spelled(lsn)]).decode()
+    parsed = orjson.loads(sequence)
+    expected = (int(parsed[0] or 0), int(parsed[1] or 0))
+    assert position({"sequence": sequence}) == expected
