@@ -15,8 +15,8 @@ differs from the previous full image.
   nothing says which stayed.
 * A column whose value is unknown (unresolved) is never listed: no value can be written for it.
 
-Pure: nothing here reads a large value out of line that a comparison does not need (a value
-stored as a reference is compared by digest).
+Pure: nothing here reads a large value out of line (a value stored as a reference is compared
+with the value when that is in memory already, else by digest).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any, Final
 
 from hydrator import exact
 from hydrator.events import ChangeEvent, Image, Op, Patch
-from state.large import LargeValue, LazyImage, digest_of
+from state.large import NOT_AT_HAND, LargeValue, LargeValueReader, LazyImage, digest_of
 
 HEADER_CHANGED = "hydrator.changed"
 _PLAIN: Final = frozenset({str, int, bool, float, type(None)})
@@ -49,7 +49,10 @@ def changed_columns(
         return tuple(column for column in new if column not in skip)
     # Columns copied from `previous` are equal by construction: never compared (nor read).
     filled = patch.after if patch.old_image is not None else {}
-    cells = previous.cells if type(previous) is LazyImage else _as_dict(previous)
+    if type(previous) is LazyImage:
+        cells, reader = previous.cells, previous.reader
+    else:
+        cells, reader = _as_dict(previous), None
     plain = _PLAIN
     changed = []
     for column, value in _as_dict(new).items():  # the common cases inline: runs for every event
@@ -61,7 +64,7 @@ def changed_columns(
         kind = type(value)
         if kind is type(old) and kind in plain and old == value:
             continue
-        if old is _ABSENT or not _same_cell(old, value):
+        if old is _ABSENT or not _same_cell(old, value, reader):
             changed.append(column)
     return tuple(changed)
 
@@ -93,8 +96,13 @@ def _full_before(event: ChangeEvent, patch: Patch) -> Image | None:
     return {**before, **patch.before}
 
 
-def _same_cell(stored: Any, value: Any) -> bool:
+def _same_cell(stored: Any, value: Any, reader: LargeValueReader | None) -> bool:
     if type(stored) is LargeValue:
+        # A TOASTed text in memory already compares for less than its digest costs. (Only
+        # text: a digest tells key order in an object apart, as same_value does not.)
+        known = reader.peek(stored) if reader is not None else NOT_AT_HAND
+        if type(known) is str:
+            return type(value) is str and known == value
         return _same_large(stored, value)
     return same_value(stored, value)
 
