@@ -39,3 +39,25 @@ def _threads_and_modules_after_importing(module: str) -> str:
 
 def test_the_daemon_loads_no_module_that_starts_threads_before_it_forks() -> None:
     assert _threads_and_modules_after_importing("hydrator.spark_app.worker_daemon") == "1 []\n"
+
+
+def test_the_drivers_accumulator_server_says_nothing_of_a_jvm_gone(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from pyspark import accumulators
+
+    from hydrator.engines.spark.session import _quiet_about_a_jvm_gone
+
+    _quiet_about_a_jvm_gone()
+    _quiet_about_a_jvm_gone()  # once is enough, twice changes nothing
+    server = accumulators.AccumulatorTCPServer.__new__(accumulators.AccumulatorTCPServer)
+    try:
+        raise EOFError  # the stop took the JVM's end of the socket away
+    except EOFError:
+        server.handle_error(None, ("127.0.0.1", 1))
+    assert capsys.readouterr().err == ""
+    try:
+        raise ValueError("a wrong token")
+    except ValueError:
+        server.handle_error(None, ("127.0.0.1", 1))
+    assert "ValueError: a wrong token" in capsys.readouterr().err

@@ -13,8 +13,9 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
+from typing import Any
 
-from pyspark import SparkConf, SparkContext
+from pyspark import SparkConf, SparkContext, accumulators
 from pyspark.sql import SparkSession
 
 from hydrator.spark_app import SCRIPT
@@ -45,12 +46,41 @@ def spark_session(
     submitted = _submitted_settings()
     settings = {k: v for k, v in defaults.items() if k not in submitted}
     settings |= loopback_defaults(master if "spark.master" not in submitted else "", conf or {})
+    _quiet_about_a_jvm_gone()
     builder = SparkSession.builder
     for name, value in {**settings, **(conf or {})}.items():
         builder = builder.config(name, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+# What the driver's accumulator server reads when the JVM's end of its socket is gone.
+_JVM_GONE = (EOFError, BrokenPipeError, ConnectionResetError)
+
+
+def _quiet_about_a_jvm_gone() -> None:
+    """The driver serves the JVM's accumulator updates on a socket. When a stop takes the JVM
+    down before that server, its handler reads end-of-file, and socketserver prints the
+    traceback on stderr: no fault, the query is over (the workers' like case:
+    hydrator/spark_app/worker_daemon.py). That one error is not printed; any other is."""
+    servers = (
+        accumulators.AccumulatorTCPServer,
+        getattr(accumulators, "AccumulatorUnixServer", None),
+    )
+    for server in servers:
+        if server is None or getattr(server, "_quiet_about_a_jvm_gone", False):
+            continue
+        printed = server.handle_error
+
+        def handle_error(
+            self: Any, request: Any, client_address: Any, _printed: Any = printed
+        ) -> None:
+            if not isinstance(sys.exc_info()[1], _JVM_GONE):
+                _printed(self, request, client_address)
+
+        server.handle_error = handle_error  # type: ignore[method-assign]
+        server._quiet_about_a_jvm_gone = True  # type: ignore[union-attr]
 
 
 LOOPBACK = "127.0.0.1"
