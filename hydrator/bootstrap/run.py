@@ -20,6 +20,7 @@ from hydrator.bootstrap.topics import group_is_active, read_to_end
 from hydrator.events import ChangeEvent, Codec, RawRecord, Read
 from hydrator.formats.keys import canonical
 from hydrator.kafka.client_config import ClientSettings
+from hydrator.kafka.reachability import wait_for_broker
 from hydrator.postgres.debezium_values import ConnectorSettings, UnsupportedColumn
 from state.record import StateRecord
 
@@ -78,6 +79,12 @@ class Summary:
             "seconds": round(self.seconds, 3),
             "snapshot": self.snapshot,
         }
+
+
+def require_broker(clients: ClientSettings, timeout_s: float) -> None:
+    """Wait up to `timeout_s` for a broker at --bootstrap-servers to answer; `BrokerUnavailable`
+    (naming the servers and librdkafka's last error) when none does, before anything is read."""
+    wait_for_broker(clients.admin(), timeout_s, lambda: False)
 
 
 def refuse_if_running(clients: ClientSettings, application_id: str) -> None:

@@ -78,4 +78,9 @@ def group_is_active(admin_config: dict[str, Any], group: str, timeout_s: float =
     except KafkaException as exc:
         log.debug("describe group %s: %s", group, exc)
         return False
+    except TimeoutError:  # its own message is empty
+        raise TimeoutError(
+            f"no answer within {timeout_s:.0f} s from the broker at "
+            f"{admin_config['bootstrap.servers']} on whether consumer group {group} has members"
+        ) from None
     return bool(description.members) or description.state in _ACTIVE

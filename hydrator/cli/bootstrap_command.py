@@ -21,14 +21,15 @@ from hydrator.formats import codec_for
 # What the command takes from a `--config` file written for `run`; its other keys are ignored.
 _FROM_RUN_CONFIG = (
     "bootstrap_servers", "application_id", "state_dir", "engine", "format_", "kafka_properties",
+    "startup_timeout",
 )  # fmt: skip
 
 
 @click.command("bootstrap")
 @config_option(
     run_config_loader(run.params, _FROM_RUN_CONFIG),
-    "The run's TOML file: its bootstrap-servers, application-id, state-dir, engine, format and "
-    "Kafka properties are used.",
+    "The run's TOML file: its bootstrap-servers, application-id, state-dir, engine, format, "
+    "startup-timeout and Kafka properties are used.",
 )
 @params.bootstrap_servers_option()
 @option("--input-topic", required=True, help="The run's input topic whose keys the state is for.")
@@ -54,6 +55,12 @@ _FROM_RUN_CONFIG = (
 @option("--from-topic", help="A topic of full rows (an earlier enriched topic, ...).")
 @params.format_option("The format of --from-topic's records.")
 @params.kafka_property_option()
+@params.env_option(
+    "--startup-timeout",
+    type=params.Duration(),
+    default="30s",
+    help="How long to wait for a broker at --bootstrap-servers before giving up (exit 1).",
+)
 @option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
 def bootstrap_command(
     bootstrap_servers: str,
@@ -67,6 +74,7 @@ def bootstrap_command(
     from_topic: str | None,
     format_: str,
     kafka_properties: tuple[str, ...],
+    startup_timeout: int,
     as_json: bool,
 ) -> None:
     """Fill an application's state from full rows, so its first events are hydrated: from the
@@ -77,6 +85,7 @@ def bootstrap_command(
     from hydrator.bootstrap.spark import SparkState
     from hydrator.kafka.client_config import ClientSettings, parse_properties
     from hydrator.kafka.partitioner import changefeed_partition, partition_for_key
+    from hydrator.kafka.reachability import BrokerUnavailable
 
     if (dsn is None) == (from_topic is None):
         raise click.UsageError("give one of --from-postgres (with --table) or --from-topic")
@@ -92,6 +101,7 @@ def bootstrap_command(
             raise click.BadParameter(str(exc), param_hint="--connector-config") from None
     clients = ClientSettings(bootstrap_servers, parse_properties(kafka_properties))
     try:
+        bootstrap.require_broker(clients, startup_timeout / 1000)
         bootstrap.refuse_if_running(clients, application_id)
         if engine == "embedded":
             _refuse_if_local_holder(state_dir, application_id)
@@ -115,6 +125,9 @@ def bootstrap_command(
     except BootstrapRefused as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(2)
+    except BrokerUnavailable as exc:  # nothing is written yet
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(1)
     except Exception as exc:  # Kafka, Postgres: what is written stays valid
         click.echo(
             f"Error: the bootstrap failed ({type(exc).__name__}: {_safe(exc, dsn)}); what it "

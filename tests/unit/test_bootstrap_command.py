@@ -30,3 +30,14 @@ def test_usage_errors_exit_2(extra: list[str], message: str) -> None:
 def test_it_is_a_state_command() -> None:
     result = CliRunner().invoke(cli, ["state", "--help"])
     assert result.exit_code == 0 and "bootstrap" in result.output
+
+
+def test_no_broker_is_one_clear_error() -> None:
+    """Nothing answers at --bootstrap-servers: exit 1 once --startup-timeout has passed, with a
+    message naming the servers, the wait and librdkafka's last error (it was an empty
+    `TimeoutError:` after 30 s of connection chatter)."""
+    args = [*BASE, "--from-topic", "e", "--startup-timeout", "2s"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 1, result.output
+    assert "no broker answered at --bootstrap-servers 127.0.0.1:1 within 2 s" in result.output
+    assert "(--startup-timeout); last error:" in result.output
