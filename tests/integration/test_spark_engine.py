@@ -283,6 +283,30 @@ def test_a_missing_input_topic_is_a_configuration_error(
     assert f"--input-topic {missing}: the topic does not exist" in done.stderr
 
 
+def test_on_unresolved_fail_ends_the_run_in_one_line_as_the_embedded_engine_does(
+    kafka_broker: Broker, unique_name: str, tmp_path: Path
+) -> None:
+    """The worker's UnresolvedColumnsError reaches the driver inside the query's failure text
+    (its state, its plan, the worker's traceback): the run says it in one line, exits 1, and
+    commits nothing, so the next run meets the same record."""
+    bootstrap = kafka_broker.bootstrap_servers
+    source = f"{unique_name}.items"
+    create_topic(bootstrap, source, 1)
+    table = ToastTable()
+    table.rows[2] = {"id": 2, "doc": "never seen", "n": 0}
+    produce(bootstrap, source, [table.update(2)])  # its TOAST value is nowhere
+    args = spark_args(bootstrap, unique_name, [source], tmp_path)
+    done = run_to_completion([*args, "--available-now", "--on-unresolved", "fail"], timeout_s=300)
+    assert done.returncode == 1, done.stderr[-5000:]
+    reason = f"{source}:0:0: unresolved columns doc (--on-unresolved fail)"
+    ours = [line for line in done.stderr.splitlines() if " ERROR hydrator" in line]
+    assert len(ours) == 2, ours
+    assert ours[0].endswith(f" failed: UnresolvedColumnsError: {reason}"), ours
+    assert ours[1].endswith(f" ERROR hydrator: stopping without committing the batch: {reason}")
+    assert "Traceback" not in done.stderr.split(" ERROR hydrator.spark: query ")[1]
+    assert read_topic(bootstrap, f"{source}.hydrated") == []
+
+
 def test_sigterm_while_the_session_starts_stops_the_run_cleanly(
     kafka_broker: Broker, unique_name: str, tmp_path: Path
 ) -> None:

@@ -1,9 +1,15 @@
-"""A temporary failure raised in a Spark worker, found in the query's error text
-(hydrator/engines/spark/failures.py)."""
+"""A deliberate stop or a temporary failure raised in a Spark worker, found in the query's error
+text (hydrator/engines/spark/failures.py)."""
 
 from __future__ import annotations
 
-from hydrator.engines.spark.failures import WorkerTemporaryFailure, temporary_failure_in
+from hydrator.core.settings import UnresolvedColumnsError
+from hydrator.engines.spark.failures import (
+    WorkerTemporaryFailure,
+    driver_error,
+    summary,
+    temporary_failure_in,
+)
 from hydrator.errors import EXIT_TEMPORARY, exit_code_for
 
 # The shape a StreamingQueryException's text has when a Python worker raised: Spark's own
@@ -37,3 +43,39 @@ def test_other_worker_failures_stay_fatal() -> None:
     assert temporary_failure_in("ValueError: something else") is None
     assert temporary_failure_in("hydrator.no_such_module.Thing: nope") is None
     assert temporary_failure_in("hydrator.events.NoSuchName: nope") is None
+
+
+def _worker_raised(line: str) -> str:
+    """WORKER_TRACEBACK with the worker's last line replaced by `line`."""
+    head, _, rest = WORKER_TRACEBACK.partition("hydrator.events.Unavailable:")
+    return head + line + "\n\n" + rest.partition("\n\n")[2]
+
+
+def test_on_unresolved_fail_in_a_worker_ends_the_run_as_in_the_embedded_engine() -> None:
+    text = _worker_raised(
+        "hydrator.core.settings.UnresolvedColumnsError: t:0:0: unresolved columns doc "
+        "(--on-unresolved fail)"
+    )
+    error = driver_error(text)
+    assert type(error) is UnresolvedColumnsError
+    assert str(error) == "t:0:0: unresolved columns doc (--on-unresolved fail)"
+    assert exit_code_for(error) == exit_code_for(UnresolvedColumnsError("x"))
+    assert summary(text) == (
+        "UnresolvedColumnsError: t:0:0: unresolved columns doc (--on-unresolved fail)"
+    )
+
+
+def test_a_workers_temporary_failure_ends_the_run_for_a_restart() -> None:
+    error = driver_error(WORKER_TRACEBACK)
+    assert type(error) is WorkerTemporaryFailure
+    assert str(error).startswith("Unavailable: schema registry at http://127.0.0.1:4711")
+    assert exit_code_for(error) == EXIT_TEMPORARY
+
+
+def test_a_crash_keeps_its_trace_and_is_summed_up_by_its_first_line() -> None:
+    crash = _worker_raised("ZeroDivisionError: division by zero")
+    assert driver_error(crash) is None
+    assert summary(crash) == crash.splitlines()[0]
+    bad_input = _worker_raised("hydrator.events.BadInput: not JSON")
+    assert driver_error(bad_input) is None  # a record's fault is a dead letter, never a stop
+    assert summary(bad_input) == "BadInput: not JSON"

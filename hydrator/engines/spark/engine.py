@@ -27,7 +27,7 @@ from hydrator.engines.spark.clock import (
     ShippedGate,
     closed_gate,
 )
-from hydrator.engines.spark.failures import WorkerTemporaryFailure, temporary_failure_in
+from hydrator.engines.spark.failures import driver_error, summary
 from hydrator.engines.spark.kafka_source import deleted_topic
 from hydrator.engines.spark.metrics import SparkMetrics
 from hydrator.engines.spark.parked import earliest_timeout, parked_summary, stored_totals
@@ -316,18 +316,19 @@ class SparkEngine:
         """Until `query` ends. One that failed while a topic it reads was deleted ends the run
         naming the topic, however the failure showed: the source's own error, or its process or
         a reader's dying (librdkafka can crash when a fetch answer names a deleted topic). One
-        a worker's temporary failure ended (a schema registry that does not answer) ends the run
-        as in the embedded engine, exit 75 (failures.py)."""
+        a worker's deliberate stop (`--on-unresolved fail`) or temporary failure (a schema
+        registry that does not answer) ended ends the run as in the embedded engine, in one line,
+        exit 1 or 75 (failures.py)."""
         try:
             query.awaitTermination()
         except Exception as exc:
             gone = self._deleted(topology)
             if gone:
                 raise HydratorError(deleted_topic(gone[0])) from None
-            found = temporary_failure_in(str(exc))
-            if found is None:
+            error = driver_error(str(exc))
+            if error is None:
                 raise
-            raise WorkerTemporaryFailure(found) from None
+            raise error from None
 
     def _deleted(self, topology: Topology) -> list[str]:
         """The topics the query reads that no longer exist (none when that cannot be told)."""
@@ -464,8 +465,9 @@ class _Progress(StreamingQueryListener):
         pass
 
     def onQueryTerminated(self, event: Any) -> None:
-        if event.exception:
-            log.error("query %s failed: %s", event.id, event.exception)
+        if event.exception:  # the whole text (query state, plan, traces) when asked for
+            log.error("query %s failed: %s", event.id, summary(event.exception))
+            log.debug("query %s failed: %s", event.id, event.exception)
 
 
 def _nonzero(counts: Mapping[str, int]) -> dict[str, int]:

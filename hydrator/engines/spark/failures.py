@@ -1,12 +1,15 @@
-"""A query that a Python worker's temporary failure ended, told apart at the driver.
+"""A query that a Python worker's deliberate stop or temporary failure ended, told apart at the
+driver.
 
-The core lets infrastructure failures through rather than dead-lettering the record (a schema
-registry that does not answer: `Unavailable`, a `TemporaryFailure`). In the embedded engine that
-exception reaches the top and the run exits 75 for a supervisor to restart it. In Spark it is
-raised in a Python worker, fails the task, and reaches the driver only as the text of a
-`StreamingQueryException`: the worker's traceback, ending in `hydrator.events.Unavailable: ...`.
-`temporary_failure_in` finds that line, so the engine can end the run the same way (exit 75);
-the micro-batch was not committed, so the restarted query reads it again.
+The core lets some exceptions through rather than dead-lettering the record: `--on-unresolved
+fail`'s `UnresolvedColumnsError`, and infrastructure failures (a schema registry that does not
+answer: `Unavailable`, a `TemporaryFailure`). In the embedded engine such an exception reaches
+the top: the run says so in one line and exits 1, or 75 for a supervisor to restart it. In Spark
+it is raised in a Python worker, fails the task, and reaches the driver only as the text of a
+`StreamingQueryException`: the query's state and plan, and the worker's traceback ending in
+`hydrator.events.Unavailable: ...`. `worker_error_in` finds that line, so the engine can end
+the run the same way, in one line, not the query's hundred; the micro-batch was not committed,
+so the restarted query reads it again.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ from __future__ import annotations
 import importlib
 import re
 
-from hydrator.errors import TemporaryFailure
+from hydrator.core.settings import UnresolvedColumnsError
+from hydrator.errors import HydratorError, TemporaryFailure
 
 # the last line of a Python traceback: `package.module.ExceptionType: message`
 _RAISED = re.compile(r"^((?:hydrator|state)(?:\.\w+)+)\.(\w+): (.*)$", re.MULTILINE)
@@ -27,15 +31,53 @@ class WorkerTemporaryFailure(TemporaryFailure, RuntimeError):
 def temporary_failure_in(text: str) -> str | None:
     """`ExceptionType: message` of the temporary failure a worker raised, as the query's error
     text shows it; None when the text names none (then the failure is fatal, exit 1)."""
+    found = worker_error_in(text, TemporaryFailure)
+    return None if found is None else f"{found[0].__name__}: {found[1]}"
+
+
+def worker_error_in(
+    text: str, kind: type[HydratorError] = HydratorError
+) -> tuple[type[HydratorError], str] | None:
+    """The type and message of the first exception of the project's of `kind` (a subclass) that
+    the query's error text says a worker raised; None when it names none."""
     for match in _RAISED.finditer(text):
         module, name, message = match.groups()
         try:
-            kind = getattr(importlib.import_module(module), name, None)
+            raised = getattr(importlib.import_module(module), name, None)
         except ImportError:
             continue
-        if isinstance(kind, type) and issubclass(kind, TemporaryFailure):
-            return f"{name}: {message.strip()}"
+        if isinstance(raised, type) and issubclass(raised, kind):
+            return raised, message.strip()
     return None
 
 
-__all__ = ["WorkerTemporaryFailure", "temporary_failure_in"]
+def driver_error(text: str) -> HydratorError | None:
+    """The error the driver ends the run with for a query a worker's deliberate stop or
+    temporary failure ended (None for any other failure: a crash keeps its whole trace)."""
+    found = worker_error_in(text)
+    if found is None:
+        return None
+    raised, message = found
+    if issubclass(raised, UnresolvedColumnsError):
+        return UnresolvedColumnsError(message)
+    if issubclass(raised, TemporaryFailure):
+        return WorkerTemporaryFailure(f"{raised.__name__}: {message}")
+    return None
+
+
+def summary(text: str) -> str:
+    """One line for a failed query's error text: the worker's error when one of the project's
+    is named, else the text's first line."""
+    found = worker_error_in(text)
+    if found is not None:
+        return f"{found[0].__name__}: {found[1]}"
+    return text.strip().splitlines()[0] if text.strip() else text
+
+
+__all__ = [
+    "WorkerTemporaryFailure",
+    "driver_error",
+    "summary",
+    "temporary_failure_in",
+    "worker_error_in",
+]
