@@ -4,12 +4,7 @@ text (hydrator/engines/spark/failures.py)."""
 from __future__ import annotations
 
 from hydrator.core.settings import UnresolvedColumnsError
-from hydrator.engines.spark.failures import (
-    WorkerTemporaryFailure,
-    driver_error,
-    summary,
-    temporary_failure_in,
-)
+from hydrator.engines.spark.failures import WorkerTemporaryFailure, driver_error, summary
 from hydrator.errors import EXIT_TEMPORARY, exit_code_for
 
 # The shape a StreamingQueryException's text has when a Python worker raised: Spark's own
@@ -30,19 +25,20 @@ hydrator.events.Unavailable: schema registry at http://127.0.0.1:4711 did not an
 
 
 def test_a_workers_registry_outage_is_a_temporary_failure() -> None:
-    found = temporary_failure_in(WORKER_TRACEBACK)
-    assert found == (
+    found = driver_error(WORKER_TRACEBACK)
+    assert type(found) is WorkerTemporaryFailure
+    assert str(found) == (
         "Unavailable: schema registry at http://127.0.0.1:4711 did not answer within 4 s "
         "(reading schema id 3); last error: ConnectError: [Errno 111] Connection refused"
     )
-    assert exit_code_for(WorkerTemporaryFailure(found)) == EXIT_TEMPORARY
+    assert exit_code_for(found) == EXIT_TEMPORARY
 
 
 def test_other_worker_failures_stay_fatal() -> None:
-    assert temporary_failure_in(WORKER_TRACEBACK.replace("Unavailable", "BadInput")) is None
-    assert temporary_failure_in("ValueError: something else") is None
-    assert temporary_failure_in("hydrator.no_such_module.Thing: nope") is None
-    assert temporary_failure_in("hydrator.events.NoSuchName: nope") is None
+    assert driver_error(WORKER_TRACEBACK.replace("Unavailable", "BadInput")) is None
+    assert driver_error("ValueError: something else") is None
+    assert driver_error("hydrator.no_such_module.Thing: nope") is None
+    assert driver_error("hydrator.events.NoSuchName: nope") is None
 
 
 def _worker_raised(line: str) -> str:
@@ -63,13 +59,6 @@ def test_on_unresolved_fail_in_a_worker_ends_the_run_as_in_the_embedded_engine()
     assert summary(text) == (
         "UnresolvedColumnsError: t:0:0: unresolved columns doc (--on-unresolved fail)"
     )
-
-
-def test_a_workers_temporary_failure_ends_the_run_for_a_restart() -> None:
-    error = driver_error(WORKER_TRACEBACK)
-    assert type(error) is WorkerTemporaryFailure
-    assert str(error).startswith("Unavailable: schema registry at http://127.0.0.1:4711")
-    assert exit_code_for(error) == EXIT_TEMPORARY
 
 
 def test_a_crash_keeps_its_trace_and_is_summed_up_by_its_first_line() -> None:

@@ -28,25 +28,18 @@ class WorkerTemporaryFailure(TemporaryFailure, RuntimeError):
     """A temporary failure raised in a Spark worker (exit 75); the message is the worker's."""
 
 
-def temporary_failure_in(text: str) -> str | None:
-    """`ExceptionType: message` of the temporary failure a worker raised, as the query's error
-    text shows it; None when the text names none (then the failure is fatal, exit 1)."""
-    found = worker_error_in(text, TemporaryFailure)
-    return None if found is None else f"{found[0].__name__}: {found[1]}"
-
-
 def worker_error_in(
-    text: str, kind: type[HydratorError] = HydratorError
+    text: str, kinds: tuple[type[HydratorError], ...] = (HydratorError,)
 ) -> tuple[type[HydratorError], str] | None:
-    """The type and message of the first exception of the project's of `kind` (a subclass) that
-    the query's error text says a worker raised; None when it names none."""
+    """The type and message of the first exception of `kinds` (the project's) that the query's
+    error text says a worker raised; None when it names none."""
     for match in _RAISED.finditer(text):
         module, name, message = match.groups()
         try:
             raised = getattr(importlib.import_module(module), name, None)
         except ImportError:
             continue
-        if isinstance(raised, type) and issubclass(raised, kind):
+        if isinstance(raised, type) and issubclass(raised, kinds):
             return raised, message.strip()
     return None
 
@@ -54,15 +47,13 @@ def worker_error_in(
 def driver_error(text: str) -> HydratorError | None:
     """The error the driver ends the run with for a query a worker's deliberate stop or
     temporary failure ended (None for any other failure: a crash keeps its whole trace)."""
-    found = worker_error_in(text)
+    found = worker_error_in(text, (UnresolvedColumnsError, TemporaryFailure))
     if found is None:
         return None
     raised, message = found
     if issubclass(raised, UnresolvedColumnsError):
         return UnresolvedColumnsError(message)
-    if issubclass(raised, TemporaryFailure):
-        return WorkerTemporaryFailure(f"{raised.__name__}: {message}")
-    return None
+    return WorkerTemporaryFailure(f"{raised.__name__}: {message}")
 
 
 def summary(text: str) -> str:
@@ -74,10 +65,4 @@ def summary(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else text
 
 
-__all__ = [
-    "WorkerTemporaryFailure",
-    "driver_error",
-    "summary",
-    "temporary_failure_in",
-    "worker_error_in",
-]
+__all__ = ["WorkerTemporaryFailure", "driver_error", "summary", "worker_error_in"]
