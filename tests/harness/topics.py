@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from hydrator.kafka.offsets import OffsetProbe, from_the_start
+from hydrator.kafka.offsets import from_the_start, topic_ends
 
 Headers = list[tuple[str, bytes | None]]
 
@@ -135,15 +135,10 @@ def end_offsets(bootstrap_servers: str, topic: str) -> dict[int, int]:
     """The log end of each partition, including records of open or dead transactions (not the
     broker's ListOffsets answer, which Tansu gets wrong: see hydrator.kafka.offsets). Empty
     for a topic that does not exist."""
-    probe = OffsetProbe({"bootstrap.servers": bootstrap_servers, "group.id": "test-probe"})
     try:
-        try:
-            partitions = probe.partitions(topic)
-        except KafkaException:
-            return {}  # no such topic (yet)
-        return {p: end for (_, p), end in probe.ends((topic, p) for p in partitions).items()}
-    finally:
-        probe.close()
+        return topic_ends({"bootstrap.servers": bootstrap_servers, "group.id": "test-probe"}, topic)
+    except KafkaException:
+        return {}  # no such topic (yet)
 
 
 def read_topic(
