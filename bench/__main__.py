@@ -2,7 +2,8 @@
 
 python -m bench [options]            every runner on two pre-loaded backlogs, timed marginally
 python -m bench latency [options]    end-to-end latency and RSS over time at a steady rate
-python -m bench profile [options]    cProfile of the embedded engine on the workload
+python -m bench profile [options]    cProfile of the embedded engine on the workload (--perf:
+                                     every thread, with Linux perf)
 python -m bench core [options]       the bare core alone: µs per event, or instructions
 """
 
@@ -182,16 +183,38 @@ def latency(argv: list[str]) -> None:
 
 
 def profile(argv: list[str]) -> None:
+    from bench.perf_profile import run_perf_profile
     from bench.profile_engine import run_profile
 
     parser = argparse.ArgumentParser(
         prog="python -m bench profile",
-        description="The embedded engine in this process under cProfile, on the workload.",
+        description="The embedded engine in this process under cProfile, on the workload; with "
+        "--perf, `hydrator run` under Linux perf, every thread sampled.",
     )
     workload_options(parser, events=100_000, row_bytes=1_000, toast_bytes=8_000)
-    parser.add_argument("--out", type=Path, default=Path("bench/results/embedded.prof"))
-    args = parser.parse_args(argv)
-    run_profile(shape_of(args), args.partitions, args.bootstrap_servers, args.out)
+    parser.add_argument(
+        "--perf",
+        action="store_true",
+        help="sample every thread with Linux perf instead (librdkafka's and RocksDB's too): "
+        "`hydrator run` as a child process, its CPU by thread, library and symbol",
+    )
+    parser.add_argument(
+        "--workers", type=int, default=1, help="with --perf: `hydrator run --workers`"
+    )
+    parser.add_argument(
+        "--out", type=Path, help="bench/results/embedded.prof (embedded.perf.data with --perf)"
+    )
+    own, engine_args = _split(argv)
+    args = parser.parse_args(own)
+    shape = shape_of(args)
+    if args.perf:
+        out = args.out or Path("bench/results/embedded.perf.data")
+        run_perf_profile(
+            shape, args.partitions, args.bootstrap_servers, args.workers, out, engine_args
+        )
+    else:
+        out = args.out or Path("bench/results/embedded.prof")
+        run_profile(shape, args.partitions, args.bootstrap_servers, out)
 
 
 def core(argv: list[str]) -> None:

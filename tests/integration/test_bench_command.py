@@ -5,6 +5,8 @@ the figures come from the difference of the two runs."""
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -82,3 +84,42 @@ def test_bench_measures_and_checks_the_copy_and_the_engine(
     assert "| embedded engine, EOS, default workers |" in done.stdout
     assert "| events/s, default workers / the copy limit |" in done.stdout
     assert "(N2 - N1) / (T2 - T1)" in done.stdout
+
+
+@pytest.mark.skipif(shutil.which("perf") is None, reason="Linux perf is not installed")
+def test_the_perf_profile_shows_every_thread_of_the_engine(
+    kafka_broker: Broker, tmp_path: Path
+) -> None:
+    out = tmp_path / "engine.perf.data"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "profile",
+            "--perf",
+            "--events",
+            "3000",
+            "--keys",
+            "300",
+            "--row-bytes",
+            "300",
+            "--toast-bytes",
+            "2000",
+            "--bootstrap-servers",
+            kafka_broker.bootstrap_servers,
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert out.stat().st_size > 0
+    assert "hydrator run --workers 1 over 3,000 events" in done.stdout
+    # the engine's own loop, named as the process is (python, or the script's name)
+    assert re.search(r"\| main \([\w.]+\) \| Python interpreter \|", done.stdout), done.stdout
+    # librdkafka's threads, which no Python profiler sees: it names them rdk:<something>
+    assert "librdkafka broker threads" in done.stdout or "| rdk:" in done.stdout
