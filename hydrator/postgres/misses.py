@@ -1,20 +1,24 @@
 """Which columns of a Debezium Postgres event a re-select could fill, and where to read them:
 the table (`source.schema`/`source.table`), the primary key (the Kafka key's fields), the
-event's transaction (`source.txId`) and the placeholder shipped for each column. Pure.
+event's transaction (`source.txId`) and the placeholder shipped for each column; and which
+records of a stream leave such columns (MissFinder, both engines' re-select step). Pure.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hydrator import exact
-from hydrator.core.records import HEADER_UNRESOLVED
-from hydrator.events import RawRecord
+from hydrator.core.hydrator import Hydrator
+from hydrator.core.records import HEADER_UNRESOLVED, Transition
+from hydrator.core.settings import OnUnresolved
+from hydrator.events import RawRecord, Read
 from hydrator.formats.debezium import unwrap
 from hydrator.formats.keys import key_document
 from hydrator.formats.placeholders import PlaceholderForms
+from state.record import StateRecord
 
 
 @dataclass(frozen=True)
@@ -107,3 +111,36 @@ def unresolved_of(headers: Iterable[tuple[str, bytes | None]]) -> tuple[str, ...
         if name == HEADER_UNRESOLVED and value:
             return tuple(value.decode().split(","))
     return ()
+
+
+class MissFinder:
+    """Finds the records whose hydration leaves a column unresolved that the source could give,
+    without a second way of applying the rules: a scratch pass of the core (pure: nothing is
+    sent or stored) that keeps what it cannot fill, then `miss_of` on what comes out
+    unresolved. Only records that may hold a placeholder (`may_miss`) need the pass."""
+
+    def __init__(self, hydrator: Hydrator, forms: PlaceholderForms) -> None:
+        # The scratch pass must not stop the run (fail) or make headers nobody reads.
+        settings = replace(hydrator.settings, on_unresolved=OnUnresolved.KEEP, changed_header=False)
+        self.scratch = Hydrator(hydrator.codec, settings)
+        self.forms = forms
+        self.patterns = placeholder_patterns(forms)
+
+    def may_miss(self, record: RawRecord) -> bool:
+        """Whether `record` may hold a placeholder (its spellings are looked for in the bytes):
+        a record without one costs that substring search and nothing else."""
+        return may_hold(record.value, self.patterns)
+
+    def find(
+        self, state: StateRecord | None, read: Read, key: str, now_ms: int
+    ) -> tuple[Transition, Miss | None]:
+        """The scratch transition of `read`'s record from `state` (its key's), and what of its
+        `after` a re-select should fill: only columns `after` ships a placeholder for (one a
+        `before` from the state lacks has its value in `after`). None when nothing."""
+        step = self.scratch.process(state, read, key, now_ms)
+        for out in step.emitted:
+            columns = unresolved_of(out.headers)
+            miss = miss_of(read.record, key, columns, self.forms) if columns else None
+            if miss is not None:
+                return step, miss
+        return step, None

@@ -16,22 +16,13 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from hydrator.core.hydrator import Hydrator
 from hydrator.core.reselect import Reselected, ReselectedRow, reselected_for
-from hydrator.core.settings import OnUnresolved
 from hydrator.events import RawRecord, Read
 from hydrator.formats.placeholders import PlaceholderForms
-from hydrator.postgres.misses import (
-    Miss,
-    may_hold,
-    miss_of,
-    placeholder_patterns,
-    tx_id_of,
-    unresolved_of,
-)
+from hydrator.postgres.misses import Miss, MissFinder, tx_id_of
 from hydrator.postgres.reselect import PostgresReselect, Table
 from state.record import StateRecord, state_key
 
@@ -49,11 +40,8 @@ class StateSource(Protocol):
 
 class BatchReselect:
     def __init__(self, hydrator: Hydrator, client: PostgresReselect) -> None:
-        # The scratch pass must not stop the run (fail) or make headers nobody reads.
-        settings = replace(hydrator.settings, on_unresolved=OnUnresolved.KEEP, changed_header=False)
-        self._scratch = Hydrator(hydrator.codec, settings)
         self.client = client
-        self._patterns = placeholder_patterns(client.forms)
+        self._finder = MissFinder(hydrator, client.forms)
 
     def prepare(
         self, records: Iterable[tuple[StateSource, RawRecord]], now_ms: int
@@ -93,29 +81,24 @@ class BatchReselect:
         scratch: dict[bytes, StateRecord | None] = {}
         misses: list[Miss] = []
         routed: list[tuple[str, StateSource, Read]] = []
-        hydrator = self._scratch
+        finder = self._finder
         candidates: set[str] = set()  # keys with a record that may hold a placeholder
         for task, record in batch:
             read = Read(record)  # the scratch pass's own: it renders into what it decoded
-            route = hydrator.route(read)
+            route = finder.scratch.route(read)
             if isinstance(route, str):
                 routed.append((route, task, read))
-                if may_hold(record.value, self._patterns):
+                if finder.may_miss(record):
                     candidates.add(route)
         for route, task, read in routed:
             if route not in candidates:
                 continue
-            record = read.record
-            key = state_key(record.topic, route)
+            key = state_key(read.record.topic, route)
             state = scratch[key] if key in scratch else task.state(key)
-            step = hydrator.process(state, read, route, now_ms)
+            step, miss = finder.find(state, read, route, now_ms)
             scratch[key] = step.state
-            for out in step.emitted:
-                columns = unresolved_of(out.headers)
-                if columns:
-                    miss = miss_of(record, route, columns, self.client.forms)
-                    if miss is not None:
-                        misses.append(miss)
+            if miss is not None:
+                misses.append(miss)
         return misses, [(route, read.record) for route, _, read in routed if route in candidates]
 
 

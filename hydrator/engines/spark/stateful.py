@@ -43,19 +43,13 @@ from hydrator.bootstrap import images
 from hydrator.core import DeadLetter, HydrationSettings, Hydrator, RawRecord, Transition
 from hydrator.core.counters import counters_of
 from hydrator.core.hydrator import failure_reason, read_handoff, rejected
-from hydrator.core.settings import OnUnresolved, UnresolvedColumnsError
+from hydrator.core.settings import UnresolvedColumnsError
 from hydrator.engines.spark.clock import gate_is_open
 from hydrator.engines.spark.kafka_sink import pack_records
 from hydrator.events import Read
 from hydrator.formats import FormatOptions, codec_for
 from hydrator.formats.placeholders import PlaceholderForms
-from hydrator.postgres.misses import (
-    may_hold,
-    miss_of,
-    placeholder_patterns,
-    tx_id_of,
-    unresolved_of,
-)
+from hydrator.postgres.misses import MissFinder, tx_id_of
 from hydrator.topology.emit import KafkaRecord, TopicWriter, emit
 from hydrator.topology.layout import Topology
 from state.codec import decode_state, encode_state
@@ -175,37 +169,6 @@ def group_function(
             yield _output_frame(cells, counts)
 
     return hydrate_group
-
-
-class MissFinder:
-    """Tells which of a group's records need a re-select: those whose hydration leaves a column
-    unresolved that a Postgres source could give (the same test the embedded engine's re-select
-    step makes, hydrator/engines/embedded/reselect.py: a scratch hydration that keeps what it
-    cannot fill, then `miss_of`)."""
-
-    def __init__(self, hydrator: Hydrator, forms: PlaceholderForms) -> None:
-        # The scratch pass must not stop the run (fail) or make headers nobody reads.
-        settings = replace(hydrator.settings, on_unresolved=OnUnresolved.KEEP, changed_header=False)
-        self.scratch = Hydrator(hydrator.codec, settings)
-        self.forms = forms
-        self.patterns = placeholder_patterns(forms)
-
-    def columns(
-        self, state: StateRecord | None, record: RawRecord, key: str, now_ms: int
-    ) -> tuple[Transition, tuple[str, ...]] | None:
-        """The scratch transition of `record` and the columns of its `after` to re-select;
-        None when there are none (or the record does not say where its row is)."""
-        if not may_hold(record.value, self.patterns):
-            return None
-        step = self.scratch.process(state, Read(record), key, now_ms)
-        for out in step.emitted:
-            columns = unresolved_of(out.headers)
-            # only columns `after` ships a placeholder for: one a `before` from the state lacks
-            # has its value in `after`, and that value is no placeholder's spelling
-            miss = miss_of(record, key, columns, self.forms) if columns else None
-            if miss is not None and miss.shipped:
-                return step, tuple(miss.shipped)
-        return None
 
 
 @lru_cache(maxsize=8)
@@ -369,11 +332,11 @@ class _GroupStep:
             failed = exc
         if step is None or step.counts.get("unresolved_events"):
             assert self.finder is not None and self.key is not None
-            found = self.finder.columns(state, record, self.key, now_ms)
-            if found is not None:
-                scratch, columns = found
-                self.defer(state, record, columns, (step or scratch).state, now_ms)
-                return
+            if self.finder.may_miss(record):
+                scratch, miss = self.finder.find(state, Read(record), self.key, now_ms)
+                if miss is not None:
+                    self.defer(state, record, tuple(miss.shipped), (step or scratch).state, now_ms)
+                    return
         if step is None:
             assert failed is not None
             raise failed
