@@ -68,10 +68,12 @@ def library_name(dso: str) -> str:
 
 
 def thread_name(comm: str, main: str) -> str:
-    """The main loop's threads (the `hydrator` process, or `python` workers) as one; librdkafka's
-    broker threads as one; the rest as perf names them."""
+    """The engine's Python threads as one (perf names a thread after its process, which Python
+    does not rename: the main loop, its helper threads and, with --workers 2 or more, the
+    supervisor and every worker); librdkafka's broker threads as one; the rest as perf names
+    them."""
     if comm == main:
-        return f"main ({comm})"
+        return f"Python threads ({comm})"
     for pattern, name in _THREAD_GROUPS:
         if pattern.match(comm):
             return name
@@ -95,7 +97,7 @@ def parse_report(text: str) -> list[Sample]:
 
 def main_thread(rows: Iterable[Sample]) -> str:
     """The comm with the most samples that is none of the libraries' own threads: the engine's
-    main loop (the process is named after the `hydrator` script; workers are `python`)."""
+    Python threads (named after the process: `python`, or `hydrator` run as a script)."""
     totals: dict[str, int] = defaultdict(int)
     for row in rows:
         if not row.thread.startswith(("rdk:", "rocksdb:")):

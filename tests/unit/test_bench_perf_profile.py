@@ -38,6 +38,6 @@ def test_the_summary_groups_broker_threads_and_adds_up_to_the_whole() -> None:
     text = summary(parse_report(REPORT), hz=1000)
     assert "1,000 samples at 1000 Hz: 1.0 CPU seconds" in text
     assert "| librdkafka broker threads | 0.5 | 49.0 % |" in text
-    assert "| main (hydrator) | 0.5 | 46.0 % |" in text
-    assert "| main (hydrator) | compiled core (mypyc) | 10.0 % |" in text
+    assert "| Python threads (hydrator) | 0.5 | 46.0 % |" in text
+    assert "| Python threads (hydrator) | compiled core (mypyc) | 10.0 % |" in text
     assert "| 40.0 % | librdkafka broker threads | librdkafka | `LZ4_compress_fast` |" in text
