@@ -18,36 +18,25 @@ from tests.harness.kafka import Broker
 pytestmark = pytest.mark.integration
 
 
-def test_bench_measures_and_checks_the_copy_and_the_engine(
-    kafka_broker: Broker, tmp_path: Path
-) -> None:
-    out = tmp_path / "bench.json"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench",
-            "--events",
-            "2000",
-            "--keys",
-            "60",
-            "--small-events",
-            "200",
-            "--row-bytes",
-            "300",
-            "--toast-bytes",
-            "1000",
-            "--runners",
-            "core,copy,embedded,embedded-w1",
-            "--bootstrap-servers",
-            kafka_broker.bootstrap_servers,
-            "--json",
-            str(out),
-        ],
+def _bench(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bench", *args],
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
+    )
+
+
+def test_bench_measures_and_checks_the_copy_and_the_engine(
+    kafka_broker: Broker, tmp_path: Path
+) -> None:
+    out = tmp_path / "bench.json"
+    done = _bench(
+        *("--events", "2000", "--keys", "60", "--small-events", "200"),
+        *("--row-bytes", "300", "--toast-bytes", "1000"),
+        *("--runners", "core,copy,embedded,embedded-w1"),
+        *("--bootstrap-servers", kafka_broker.bootstrap_servers, "--json", str(out)),
     )
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     report = json.loads(out.read_text())
@@ -91,30 +80,10 @@ def test_the_perf_profile_shows_every_thread_of_the_engine(
     kafka_broker: Broker, tmp_path: Path
 ) -> None:
     out = tmp_path / "engine.perf.data"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench",
-            "profile",
-            "--perf",
-            "--events",
-            "3000",
-            "--keys",
-            "300",
-            "--row-bytes",
-            "300",
-            "--toast-bytes",
-            "2000",
-            "--bootstrap-servers",
-            kafka_broker.bootstrap_servers,
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    done = _bench(
+        *("profile", "--perf", "--events", "3000", "--keys", "300"),
+        *("--row-bytes", "300", "--toast-bytes", "2000"),
+        *("--bootstrap-servers", kafka_broker.bootstrap_servers, "--out", str(out)),
     )
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     assert out.stat().st_size > 0
