@@ -42,7 +42,8 @@ _LIBRARIES = (
     ("orjson.", "orjson"),
     ("rocksdict.", "RocksDB (rocksdict)"),
     ("_cmsgpack.", "msgpack"),
-    ("lz4", "lz4 (python-lz4)"),
+    ("_block.", "python-lz4"),  # large values in state under --large-value-compression lz4
+    ("_frame.", "python-lz4"),
     ("libc.so", "libc (malloc, memcpy)"),
     ("[kernel", "kernel"),
 )
