@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import TIMESTAMP_CREATE_TIME, Consumer, KafkaError, Producer
 from tqdm import tqdm
 
 from bench.broker import broker, create_topics
@@ -183,13 +183,18 @@ def _run_one(
     latencies = array("q")
     if results_path.exists():
         latencies.frombytes(results_path.read_bytes())
-    latencies_ms = sorted(x / 1e6 for x in latencies)
+    latencies_ms = sorted(x / 1e6 for x in latencies[::2])
+    # The engine's produce() calls, its outputs' CreateTime. Quix Streams gives its outputs
+    # its inputs' timestamps (as Kafka Streams does): no such split there.
+    produced = latencies[1::2] if command_of is _engine else ()
+    produced_ms = sorted(x / 1e6 for x in produced if x >= 0)
     return {
         "catch_up_s": round(caught_up, 1),
         "fed": options.fed,
         "seen": len(latencies_ms),
         "feed_rate": round(options.fed / (feed_ended - feed_began)),
         "latency_ms": _percentiles(latencies_ms),
+        "to_produce_ms": _percentiles(produced_ms),
         "rss": _rss_over_time(samples, feed_began, feed_ended),
     }
 
@@ -281,7 +286,8 @@ def read_latencies(
     path: str,
     ready: Any,
 ) -> None:
-    """In its own process: visible time - sent time of every output carrying the header.
+    """In its own process: visible time - sent time of every output carrying the header, and
+    its CreateTime - sent time (the runner's produce() call, where the runner sets that time).
     `ready` is set once every partition has been read to its end (the catch-up's outputs)."""
     consumer = Consumer(
         {
@@ -297,11 +303,18 @@ def read_latencies(
     )
     consumer.assign(from_the_start(topic, range(partitions)))
     at_end: set[int] = set()
+    # per output: visible - sent, and the output's CreateTime - sent (-1 when it has none)
     latencies = array("q")
     deadline = time.monotonic() + timeout_s
     try:
-        while len(latencies) < expected and time.monotonic() < deadline:
-            for msg in consumer.consume(1000, 0.1):
+        while len(latencies) < 2 * expected and time.monotonic() < deadline:
+            # A consume of N records with a timeout returns when it has all N or the timeout
+            # has passed: records that had arrived waited up to 0.1 s in it, and the figures
+            # carried that wait. Waiting for the first and taking what is there with it does not.
+            first = consumer.poll(0.1)
+            if first is None:
+                continue
+            for msg in [first, *consumer.consume(1000, 0)]:
                 if msg.error() is not None:
                     if msg.error().code() != KafkaError._PARTITION_EOF:
                         raise RuntimeError(str(msg.error()))
@@ -312,7 +325,12 @@ def read_latencies(
                 seen = time.time_ns()
                 for name, value in msg.headers() or ():
                     if name == SENT_HEADER and value is not None:
-                        latencies.append(seen - int(value))
+                        sent = int(value)
+                        stamp = msg.timestamp()
+                        created = -1
+                        if stamp[0] == TIMESTAMP_CREATE_TIME:
+                            created = stamp[1] * 1_000_000 - sent
+                        latencies.extend((seen - sent, created))
     finally:
         consumer.close()
         Path(path).write_bytes(latencies.tobytes())
@@ -377,13 +395,19 @@ def summary(report: dict[str, Any]) -> str:
     def line(name: str, cell: Callable[[dict[str, Any]], str]) -> str:
         return f"| {name} | " + " | ".join(cell(run) for run in runs) + " |"
 
-    def latency(run: dict[str, Any]) -> str:
-        lat = run["latency_ms"]
-        return f"{lat.get('p50')} / {lat.get('p90')} / {lat.get('p99')} / {lat.get('max')}"
+    def percentiles(figure: str) -> Callable[[dict[str, Any]], str]:
+        def cell(run: dict[str, Any]) -> str:
+            lat = run.get(figure) or {}
+            if lat.get("p50") is None:
+                return "-"
+            return f"{lat.get('p50')} / {lat.get('p90')} / {lat.get('p99')} / {lat.get('max')}"
+
+        return cell
 
     lines += [
         line("outputs seen / fed", lambda run: f"{run['seen']:,} / {run['fed']:,}"),
-        line("end-to-end latency p50 / p90 / p99 / max (ms)", latency),
+        line("end-to-end latency p50 / p90 / p99 / max (ms)", percentiles("latency_ms")),
+        line("of which up to the engine's produce() (ms)", percentiles("to_produce_ms")),
         line(
             "RSS MB at each tenth of the run",
             lambda run: " ".join(map(str, run["rss"]["mb_at_tenths"])),

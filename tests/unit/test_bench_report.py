@@ -146,6 +146,7 @@ def test_the_latency_table_sets_the_engine_p99_against_quix_at_the_same_rate() -
         }
 
     engine, quix = run(200.0), run(400.0)
+    engine["to_produce_ms"] = {"p50": 5.0, "p90": 6.0, "p99": 7.0, "max": 8.0}
     assert _p99_ratio(engine, quix) == 0.5
     assert _p99_ratio(engine, run(None)) is None  # type: ignore[arg-type]
     report = {
@@ -168,5 +169,7 @@ def test_the_latency_table_sets_the_engine_p99_against_quix_at_the_same_rate() -
         "| end-to-end latency p50 / p90 / p99 / max (ms) | 10.0 / 20.0 / 200.0 / 300.0 | " in text
     )
     assert "| p99 ratio, engine / Quix | 0.5 | |" in text
+    # only the engine sets its outputs' timestamps itself
+    assert "| of which up to the engine's produce() (ms) | 5.0 / 6.0 / 7.0 / 8.0 | - |" in text
     alone = {k: v for k, v in report.items() if k not in ("quix", "p99_ratio_to_quix")}
     assert "Quix" not in summary(alone)
