@@ -12,6 +12,7 @@ from confluent_kafka import TopicPartition
 from hydrator.engines.embedded.loop import (
     BACKLOG_RECORDS,
     MIN_HELD_BYTES,
+    POLL_TIMEOUT_S,
     StreamLoop,
     held_bytes_cap,
 )
@@ -64,6 +65,24 @@ def test_a_batch_stays_open_while_a_backlog_waits(open_s: float, lag: int, due: 
 
 def test_a_backlog_interval_no_longer_than_the_commit_interval_never_stretches() -> None:
     assert _loop(0.2, BACKLOG_RECORDS, backlog_interval_ms=100)._commit_due() is True
+
+
+def test_a_consume_waits_no_longer_than_until_the_open_batch_is_due() -> None:
+    nothing_open = _loop(0.0, 0, backlog_interval_ms=5000)
+    nothing_open._batch_started = None
+    assert nothing_open._poll_timeout_s() == POLL_TIMEOUT_S
+    assert _loop(0.09, 0, backlog_interval_ms=5000)._poll_timeout_s() <= 0.01
+    assert _loop(5.1, BACKLOG_RECORDS, backlog_interval_ms=5000)._poll_timeout_s() == 0.0
+
+
+def test_a_batch_held_open_by_a_backlog_waits_for_its_records_without_spinning() -> None:
+    # past the commit interval, open because a backlog waits: the next records are what it
+    # waits for (a consume that waited no time turned the loop 80,000 times over a backlog
+    # of 100,000 events, each turn reading the lag and the timers)
+    held_open = _loop(0.2, BACKLOG_RECORDS, backlog_interval_ms=5000)
+    assert held_open._commit_due() is False
+    assert held_open._poll_timeout_s() == POLL_TIMEOUT_S
+    assert _loop(4.99, BACKLOG_RECORDS, backlog_interval_ms=5000)._poll_timeout_s() <= 0.01
 
 
 def test_the_changed_state_an_open_batch_holds_is_half_the_state_budget() -> None:
