@@ -257,7 +257,7 @@ class StreamLoop:
         interval, or once the backlog is read, which a poll that waited for nothing tells.
         Waiting no time there spun the loop while the consumer fetched the backlog's next
         records: 80,000 empty turns over a 100,000-event backlog, each reading the lag and the
-        timers, a tenth of the engine's CPU."""
+        timers, a fifth of a single worker's CPU."""
         if self._batch_started is None:
             return POLL_TIMEOUT_S
         open_s = time.monotonic() - self._batch_started
