@@ -133,3 +133,11 @@ def test_the_spark_data_source_hands_each_client_its_role_properties() -> None:
     admin = client_config(options, "admin")
     assert admin["socket.timeout.ms"] == "30000"
     assert not any(name.startswith(("consumer.", "producer.", "admin.")) for name in admin)
+
+
+def test_the_consumer_does_not_stop_fetching_for_a_second_when_its_queue_fills() -> None:
+    # librdkafka's default (1 s) left one worker waiting for records a third of its time over
+    # a backlog; -X consumer.fetch.queue.backoff.ms still overrides it
+    from hydrator.engines.embedded.engine import CONSUMER_DEFAULTS
+
+    assert CONSUMER_DEFAULTS["fetch.queue.backoff.ms"] <= 50
