@@ -60,7 +60,7 @@ from hydrator.engines.embedded.watchdog import (
 )
 from hydrator.formats import codec_for
 from hydrator.kafka import broker_quirks
-from hydrator.kafka.client_config import ClientSettings, client_error
+from hydrator.kafka.client_config import FETCH_QUEUE_BACKOFF_MS, ClientSettings, client_error
 from hydrator.kafka.offsets import OffsetProbe
 from hydrator.kafka.reachability import backoff_s, client_logger, wait_for_broker
 from hydrator.metrics.dead_letter_ratio import check_dead_letters
@@ -80,12 +80,7 @@ CONSUMER_DEFAULTS: dict[str, Any] = {
     "session.timeout.ms": broker_quirks.SESSION_TIMEOUT_MS,
     "heartbeat.interval.ms": broker_quirks.HEARTBEAT_INTERVAL_MS,
     "fetch.wait.max.ms": broker_quirks.FETCH_WAIT_MAX_MS,
-    # Once its local queue is over queued.max.messages.kbytes, librdkafka stops fetching a
-    # partition for this long (1 s by default), while the loop drains that queue in a fraction
-    # of it and then waits: one worker over the bench's backlog waited for records a third of
-    # its time and took 13.9 s for 100,000 events, 11.4 s at 10 ms (the same CPU). The queue's
-    # bound on memory is unchanged.
-    "fetch.queue.backoff.ms": 10,
+    "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS,
 }
 PRODUCER_DEFAULTS: dict[str, Any] = {
     # What a batch produces becomes visible when its transaction commits, and a commit flushes

@@ -71,6 +71,7 @@ from hydrator.engines.spark.kafka_options import (
 )
 from hydrator.kafka import consumed
 from hydrator.kafka.broker_quirks import FIRST_OFFSET
+from hydrator.kafka.client_config import FETCH_QUEUE_BACKOFF_MS
 
 HEADER_TYPE = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
 
@@ -294,9 +295,7 @@ def _consumer(settings: ReadSettings) -> Consumer:
     config: dict[str, str | bool] = {
         "group.id": "hydrator-spark-source",  # the client wants one; assign() never uses it
         "max.partition.fetch.bytes": str(8 * 1024 * 1024),
-        # librdkafka pauses fetching for this long (1 s by default) once its local queue is
-        # full; a task drains the queue in a fraction of that and would sit idle.
-        "fetch.queue.backoff.ms": "10",
+        "fetch.queue.backoff.ms": str(FETCH_QUEUE_BACKOFF_MS),
         # Tasks reassign the consumer to a new partition; a fetch still parked at the previous
         # partition's end delays the new partition's first fetch by up to this long.
         "fetch.wait.max.ms": "10",
