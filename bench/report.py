@@ -82,6 +82,31 @@ def goal_ratios(results: list[dict[str, Any]]) -> list[GoalRatio]:
     ]
 
 
+def system_cpu_ratios(results: list[dict[str, Any]]) -> list[tuple[str, float | None]]:
+    """The CPU ratios again with the broker's CPU added to each runner's. Not a goal, a second
+    view: where the work is done depends on the producer's compression. Quix Streams produces
+    with librdkafka's default, none; the engine compresses its outputs with lz4, which costs it
+    CPU and saves the broker (and every reader) bytes."""
+    ok = {x["key"]: x for x in results if x["status"] == "ok"}
+
+    def system(key: str) -> float | None:
+        result = ok.get(key)
+        if result is None or result.get("broker_cpu_us_per_event") is None:
+            return None
+        return float(result["cpu_us_per_event"]) + float(result["broker_cpu_us_per_event"])
+
+    return [
+        (
+            "CPU µs/event with the broker's, --workers 1 / Quix EOS one instance",
+            ratio(system("embedded-w1"), system("quix-eos")),
+        ),
+        (
+            "CPU µs/event with the broker's, default workers / Quix EOS two instances",
+            ratio(system("embedded"), system("quix-eos-2")),
+        ),
+    ]
+
+
 def _number(value: float | None, digits: int = 0) -> str:
     if value is None:
         return NONE
@@ -148,6 +173,19 @@ def markdown(report: dict[str, Any]) -> str:
         lines.append(
             f"| {given.name} | {_number(given.value, 2)} | {given.goal} | {_verdict(given)} |"
         )
+    system = report.get("system_ratios")
+    pairs = (
+        [(x["name"], x["value"]) for x in system]
+        if system is not None
+        else system_cpu_ratios(report["results"])
+    )
+    if any(value is not None for _, value in pairs):
+        lines += [
+            "",
+            "| the same with the broker's CPU added (not a goal: where compression runs) | value |",
+            "|---|---|",
+            *[f"| {name} | {_number(value, 2)} |" for name, value in pairs],
+        ]
     lines.append("")
     lines += [f"* {note}" for note in report["notes"]]
     for result in report["results"]:

@@ -43,7 +43,7 @@ from bench.machine import machine_facts
 from bench.marginal import Timing, marginal, ratio
 from bench.measure import OutputWatch, TreeSampler, directory_bytes, scan_topic, topics_named
 from bench.quix_venv import quix_python
-from bench.report import goal_ratios
+from bench.report import goal_ratios, system_cpu_ratios
 from bench.runners import REPO, runner_env
 from bench.workload import Checker, Verdict, Workload, WorkloadShape
 
@@ -163,6 +163,10 @@ def run_bench(options: Options) -> dict[str, Any]:
         "total_s": round(time.time() - began, 1),
         "results": [asdict(x) for x in results],
         "ratios": [asdict(g) | {"met": g.met} for g in goal_ratios([asdict(x) for x in results])],
+        "system_ratios": [
+            {"name": name, "value": value}
+            for name, value in system_cpu_ratios([asdict(x) for x in results])
+        ],
         "notes": notes,
     }
 

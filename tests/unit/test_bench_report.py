@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from bench.machine import describe, machine_facts
-from bench.report import COLUMNS, GoalRatio, goal_ratios, markdown, row
+from bench.report import COLUMNS, GoalRatio, goal_ratios, markdown, row, system_cpu_ratios
 from bench.throughput import Result, _ratios
 
 
@@ -55,6 +55,20 @@ def test_a_ratio_without_its_runner_is_not_measured_and_a_failed_runner_does_not
     assert ratios["CPU µs/event, default workers / Quix EOS two instances"].value is None
     default = ratios["events/s, default workers / the better Quix EOS (one or two instances)"]
     assert default.value is None
+
+
+def test_the_system_view_adds_each_runners_broker_cpu() -> None:
+    rows = [asdict(r) for r in _rows()]
+    brokers = {"quix-eos": 200.0, "quix-eos-2": 180.0, "embedded": 50.0, "embedded-w1": 50.0}
+    for result in rows:
+        result["broker_cpu_us_per_event"] = brokers.get(result["key"])
+    w1 = "CPU µs/event with the broker's, --workers 1 / Quix EOS one instance"
+    default = "CPU µs/event with the broker's, default workers / Quix EOS two instances"
+    ratios = dict(system_cpu_ratios(rows))
+    assert ratios[w1] == 0.33  # (50 + 50) / (100 + 200)
+    assert ratios[default] == 0.37  # (60 + 50) / (120 + 180)
+    rows[1]["broker_cpu_us_per_event"] = None  # a broker not measured (not a local one)
+    assert dict(system_cpu_ratios(rows))[w1] is None
 
 
 def test_a_goal_is_met_on_its_side_of_the_bound() -> None:
@@ -123,6 +137,12 @@ def test_the_markdown_names_the_method_and_the_ratios() -> None:
     assert "(N2 - N1) / (T2 - T1)" in text
     assert "| events/s, --workers 1 / Quix EOS one instance | 1.40 | >= 1.3 | met |" in text
     assert "Python speed 30.0 M loop steps/s" in text
+    assert "broker's CPU added" not in text  # no broker measured: no such table
+    for result in report["results"]:
+        result["broker_cpu_us_per_event"] = 50.0
+    assert "| CPU µs/event with the broker's, --workers 1 / Quix EOS one instance | 0.67 |" in (
+        markdown(report)
+    )
 
 
 def test_the_machine_line_gives_the_python_speed_runs_are_compared_by() -> None:
