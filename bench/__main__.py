@@ -93,6 +93,13 @@ def throughput(argv: list[str]) -> None:
     parser.add_argument("--quix-venv", type=Path, default=default_location())
     parser.add_argument("--runner-timeout", type=float, default=1800, metavar="SECONDS")
     parser.add_argument("--keep-topics", action="store_true", help="do not delete the topics")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run every runner's pair of runs this often, every other round in reverse order; "
+        "figures and ratios are the rounds' medians (default: 1)",
+    )
     own, engine_args = _split(argv)
     args = parser.parse_args(own)
     selected = tuple(k for k in args.runners.split(",") if k)
@@ -104,6 +111,8 @@ def throughput(argv: list[str]) -> None:
         small = args.small_events or small_backlog(shape.events, shape.keys)
     except ValueError as exc:
         parser.error(str(exc))
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     if not shape.keys <= small < shape.events:
         parser.error("--small-events must be at least --keys and less than --events")
     options = Options(
@@ -118,6 +127,7 @@ def throughput(argv: list[str]) -> None:
         runner_timeout_s=args.runner_timeout,
         keep_topics=args.keep_topics,
         engine_args=tuple(engine_args),
+        rounds=args.rounds,
     )
     report = run_bench(options)
     print(markdown(report))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from bench.machine import describe
@@ -29,14 +31,29 @@ class GoalRatio:
 
     name: str
     value: float | None
-    goal: str  # e.g. ">= 1.3"
+    goal: str  # e.g. ">= 1.3"; empty for a ratio that is no goal
+    rounds: tuple[float | None, ...] = ()  # each round's, when value is their median
 
     @property
     def met(self) -> bool | None:
-        if self.value is None:
+        if self.value is None or not self.goal:
             return None
         sign, bound = self.goal.split()
         return self.value >= float(bound) if sign == ">=" else self.value <= float(bound)
+
+
+def median_ratios(rounds: list[list[GoalRatio]]) -> list[GoalRatio]:
+    """Each ratio as the median of its value in every round (a round that could not give it
+    left out), the rounds' values kept; one round's ratios as they are."""
+    if len(rounds) == 1:
+        return rounds[0]
+    merged = []
+    for same in zip(*rounds, strict=True):
+        values = tuple(ratio.value for ratio in same)
+        known = [value for value in values if value is not None]
+        median = round(statistics.median(known), 2) if known else None
+        merged.append(GoalRatio(same[0].name, median, same[0].goal, values))
+    return merged
 
 
 def goal_ratios(results: list[dict[str, Any]]) -> list[GoalRatio]:
@@ -82,7 +99,7 @@ def goal_ratios(results: list[dict[str, Any]]) -> list[GoalRatio]:
     ]
 
 
-def system_cpu_ratios(results: list[dict[str, Any]]) -> list[tuple[str, float | None]]:
+def system_cpu_ratios(results: list[dict[str, Any]]) -> list[GoalRatio]:
     """The CPU ratios again with the broker's CPU added to each runner's. Not a goal, a second
     view: where the work is done depends on the producer's compression. Quix Streams produces
     with librdkafka's default, none; the engine compresses its outputs with lz4, which costs it
@@ -96,13 +113,15 @@ def system_cpu_ratios(results: list[dict[str, Any]]) -> list[tuple[str, float | 
         return float(result["cpu_us_per_event"]) + float(result["broker_cpu_us_per_event"])
 
     return [
-        (
+        GoalRatio(
             "CPU µs/event with the broker's, --workers 1 / Quix EOS one instance",
             ratio(system("embedded-w1"), system("quix-eos")),
+            "",
         ),
-        (
+        GoalRatio(
             "CPU µs/event with the broker's, default workers / Quix EOS two instances",
             ratio(system("embedded"), system("quix-eos-2")),
+            "",
         ),
     ]
 
@@ -137,6 +156,27 @@ def row(result: dict[str, Any]) -> list[str]:
     ]
 
 
+def _given(
+    stored: list[dict[str, Any]] | None,
+    ratios_of: Callable[[list[dict[str, Any]]], list[GoalRatio]],
+    results: list[dict[str, Any]],
+) -> list[GoalRatio]:
+    """The ratios the JSON holds, or those of its results (a report from before they were kept)."""
+    if stored is None:
+        return ratios_of(results)
+    return [
+        GoalRatio(x["name"], x["value"], x.get("goal", ""), tuple(x.get("rounds") or ()))
+        for x in stored
+    ]
+
+
+def _value(given: GoalRatio) -> str:
+    value = _number(given.value, 2)
+    if len(given.rounds) > 1 and given.value is not None:
+        value += " (" + " / ".join(_number(v, 2) for v in given.rounds) + ")"
+    return value
+
+
 def _verdict(goal: GoalRatio) -> str:
     if goal.met is None:
         return "not measured"
@@ -168,23 +208,22 @@ def markdown(report: dict[str, Any]) -> str:
         "| ratio at equal processes | value | goal | |",
         "|---|---|---|---|",
     ]
-    for goal in report.get("ratios") or [asdict(g) for g in goal_ratios(report["results"])]:
-        given = GoalRatio(goal["name"], goal["value"], goal["goal"])  # from the JSON
-        lines.append(
-            f"| {given.name} | {_number(given.value, 2)} | {given.goal} | {_verdict(given)} |"
-        )
-    system = report.get("system_ratios")
-    pairs = (
-        [(x["name"], x["value"]) for x in system]
-        if system is not None
-        else system_cpu_ratios(report["results"])
-    )
-    if any(value is not None for _, value in pairs):
+    for given in _given(report.get("ratios"), goal_ratios, report["results"]):
+        lines.append(f"| {given.name} | {_value(given)} | {given.goal} | {_verdict(given)} |")
+    system = _given(report.get("system_ratios"), system_cpu_ratios, report["results"])
+    if any(given.value is not None for given in system):
         lines += [
             "",
             "| the same with the broker's CPU added (not a goal: where compression runs) | value |",
             "|---|---|",
-            *[f"| {name} | {_number(value, 2)} |" for name, value in pairs],
+            *[f"| {given.name} | {_value(given)} |" for given in system],
+        ]
+    if report.get("rounds", 1) > 1:
+        lines += [
+            "",
+            f"Each runner ran {report['rounds']} rounds (every other round in reverse order); "
+            "its figures are the rounds' medians, each ratio the median of the rounds' ratios "
+            "(each round's in brackets).",
         ]
     lines.append("")
     lines += [f"* {note}" for note in report["notes"]]

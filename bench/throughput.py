@@ -25,10 +25,12 @@ How each figure is taken (also in bench/README.md):
 from __future__ import annotations
 
 import shutil
+import statistics
 import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -43,7 +45,7 @@ from bench.machine import machine_facts
 from bench.marginal import Timing, marginal, ratio
 from bench.measure import OutputWatch, TreeSampler, directory_bytes, scan_topic, topics_named
 from bench.quix_venv import quix_python
-from bench.report import goal_ratios, system_cpu_ratios
+from bench.report import GoalRatio, goal_ratios, median_ratios, system_cpu_ratios
 from bench.runners import REPO, runner_env
 from bench.workload import Checker, Verdict, Workload, WorkloadShape
 
@@ -66,6 +68,7 @@ class Result:
     check_examples: list[str] = field(default_factory=list)
     rate_method: str = ""
     runs: list[dict[str, Any]] = field(default_factory=list)  # the small and the large run
+    per_round: list[dict[str, Any]] = field(default_factory=list)  # with --rounds over 1
     exit_code: int | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -83,6 +86,7 @@ class Options:
     runner_timeout_s: float
     keep_topics: bool
     engine_args: tuple[str, ...]
+    rounds: int = 1  # each runner's pair of runs, this often; figures are the rounds' medians
 
 
 @dataclass(frozen=True)
@@ -141,8 +145,17 @@ def run_bench(options: Options) -> dict[str, Any]:
                 from bench.core import core_result
 
                 results.append(core_result(backlogs[1].workload))
-            for runner in runner_list:
-                results.append(run_twice(kafka, backlogs, runner, options, work))
+            rounds: list[list[Result]] = []
+            for number in range(options.rounds):
+                # Every other round backwards: a machine whose speed drifts during the bench
+                # favours no runner by its place in the order.
+                order = runner_list if number % 2 == 0 else runner_list[::-1]
+                done = {
+                    runner.key: run_twice(kafka, backlogs, runner, options, work)
+                    for runner in order
+                }
+                rounds.append([done[runner.key] for runner in runner_list])
+            results += [combined(list(runs)) for runs in zip(*rounds, strict=True)]
             if not options.keep_topics:
                 delete_topics(kafka.bootstrap_servers, [b.topic for b in backlogs])
     finally:
@@ -162,11 +175,9 @@ def run_bench(options: Options) -> dict[str, Any]:
         "preload_s": round(preload_s, 1),
         "total_s": round(time.time() - began, 1),
         "results": [asdict(x) for x in results],
-        "ratios": [asdict(g) | {"met": g.met} for g in goal_ratios([asdict(x) for x in results])],
-        "system_ratios": [
-            {"name": name, "value": value}
-            for name, value in system_cpu_ratios([asdict(x) for x in results])
-        ],
+        "rounds": options.rounds,
+        "ratios": [asdict(g) | {"met": g.met} for g in across_rounds(goal_ratios, rounds)],
+        "system_ratios": [asdict(g) for g in across_rounds(system_cpu_ratios, rounds)],
         "notes": notes,
     }
 
@@ -241,6 +252,55 @@ def run_twice(
         if figures.problem:
             result.notes.append(f"{runner.key}: {figures.problem}")
     return result
+
+
+def combined(runs: list[Result]) -> Result:
+    """One runner's result over the rounds: its figures the median of the rounds' (the peak
+    RSS the largest), failed or wrong when any round was; each round's figures in `per_round`."""
+    if len(runs) == 1:
+        return runs[0]
+    first = runs[0]
+    result = replace(first, runs=[], notes=[], check_examples=[])
+    for number, run in enumerate(runs, start=1):
+        result.runs += [{**timing, "round": number} for timing in run.runs]
+        result.per_round.append(
+            {
+                "events_per_s": run.events_per_s,
+                "cpu_us_per_event": run.cpu_us_per_event,
+                "broker_cpu_us_per_event": run.broker_cpu_us_per_event,
+                "status": run.status,
+                "output_check": run.output_check,
+            }
+        )
+        result.notes += [note for note in run.notes if note not in result.notes]
+        result.check_examples += run.check_examples
+        if run.status != "ok" and result.status == "ok":
+            result.status = f"{run.status} (round {number})"
+            result.exit_code = run.exit_code
+        if not run.output_check.startswith("ok") and result.output_check.startswith("ok"):
+            result.output_check = f"round {number}: {run.output_check}"
+    result.check_examples = result.check_examples[:5]
+    if result.status != "ok":
+        result.events_per_s = result.cpu_us_per_event = result.broker_cpu_us_per_event = None
+        return result
+    result.events_per_s = _median([run.events_per_s for run in runs], 0)
+    result.cpu_us_per_event = _median([run.cpu_us_per_event for run in runs], 1)
+    result.broker_cpu_us_per_event = _median([run.broker_cpu_us_per_event for run in runs], 1)
+    result.peak_rss_mb = max((run.peak_rss_mb or 0.0) for run in runs)
+    result.state_bytes_per_event = _median([run.state_bytes_per_event for run in runs], 1)
+    return result
+
+
+def _median(values: list[float | None], digits: int) -> float | None:
+    known = [value for value in values if value is not None]
+    return round(statistics.median(known), digits) if known else None
+
+
+def across_rounds(
+    ratios_of: Callable[[list[dict[str, Any]]], list[GoalRatio]], rounds: list[list[Result]]
+) -> list[GoalRatio]:
+    """The ratios of each round (from that round's runs alone), and their medians."""
+    return median_ratios([ratios_of([asdict(x) for x in results]) for results in rounds])
 
 
 def _children_cpu_s() -> float:

@@ -64,11 +64,11 @@ def test_the_system_view_adds_each_runners_broker_cpu() -> None:
         result["broker_cpu_us_per_event"] = brokers.get(result["key"])
     w1 = "CPU µs/event with the broker's, --workers 1 / Quix EOS one instance"
     default = "CPU µs/event with the broker's, default workers / Quix EOS two instances"
-    ratios = dict(system_cpu_ratios(rows))
+    ratios = {g.name: g.value for g in system_cpu_ratios(rows)}
     assert ratios[w1] == 0.33  # (50 + 50) / (100 + 200)
     assert ratios[default] == 0.37  # (60 + 50) / (120 + 180)
     rows[1]["broker_cpu_us_per_event"] = None  # a broker not measured (not a local one)
-    assert dict(system_cpu_ratios(rows))[w1] is None
+    assert {g.name: g.value for g in system_cpu_ratios(rows)}[w1] is None
 
 
 def test_a_goal_is_met_on_its_side_of_the_bound() -> None:
@@ -108,12 +108,11 @@ def test_every_row_has_every_column() -> None:
     assert len(row(failed)) == len(COLUMNS)
 
 
-def test_the_markdown_names_the_method_and_the_ratios() -> None:
-    results = _rows()
+def _report_of(results: list[Result]) -> dict:
     _ratios(results)
     for r in results:
         r.output_check = "ok"
-    report = {
+    return {
         "workload": {
             "events": 100_000,
             "small_events": 25_000,
@@ -132,6 +131,10 @@ def test_the_markdown_names_the_method_and_the_ratios() -> None:
         "results": [asdict(r) for r in results],
         "notes": [],
     }
+
+
+def test_the_markdown_names_the_method_and_the_ratios() -> None:
+    report = _report_of(_rows())
     text = markdown(report)
     assert "backlogs of 25,000 and 100,000" in text
     assert "(N2 - N1) / (T2 - T1)" in text
@@ -193,3 +196,50 @@ def test_the_latency_table_sets_the_engine_p99_against_quix_at_the_same_rate() -
     assert "| of which up to the engine's produce() (ms) | 5.0 / 6.0 / 7.0 / 8.0 | - |" in text
     alone = {k: v for k, v in report.items() if k not in ("quix", "p99_ratio_to_quix")}
     assert "Quix" not in summary(alone)
+
+
+def test_rounds_give_each_runner_the_median_of_its_figures() -> None:
+    from bench.throughput import combined
+
+    rounds = [
+        Result("embedded", "default", events_per_s=r, cpu_us_per_event=c, output_check="ok")
+        for r, c in ((9_000, 150.0), (12_000, 120.0), (10_000, 140.0))
+    ]
+    rounds[1].peak_rss_mb = 800.0
+    result = combined(rounds)
+    assert (result.events_per_s, result.cpu_us_per_event) == (10_000, 140.0)
+    assert result.peak_rss_mb == 800.0
+    assert [x["events_per_s"] for x in result.per_round] == [9_000, 12_000, 10_000]
+    assert combined(rounds[:1]) is rounds[0]
+
+
+def test_a_round_that_failed_or_was_wrong_marks_the_runner() -> None:
+    from bench.throughput import combined
+
+    good = Result("embedded", "default", events_per_s=9_000, cpu_us_per_event=1.0)
+    good.output_check = "ok"
+    failed = Result("embedded", "default", status="failed: exit 1", output_check="ok")
+    wrong = Result("embedded", "default", events_per_s=9_000, output_check="WRONG: 3 missing")
+    assert combined([good, failed]).status == "failed: exit 1 (round 2)"
+    assert combined([good, failed]).events_per_s is None
+    assert combined([good, wrong]).output_check == "round 2: WRONG: 3 missing"
+
+
+def test_each_ratio_is_the_median_of_the_rounds_ratios() -> None:
+    from bench.report import median_ratios
+
+    def round_of(w1_rate: float) -> list[GoalRatio]:
+        rows = [asdict(r) for r in _rows()]
+        rows[-3]["events_per_s"] = w1_rate  # embedded-w1
+        return goal_ratios(rows)
+
+    rounds = [round_of(rate) for rate in (11_000, 14_000, 16_000)]
+    merged = {g.name: g for g in median_ratios(rounds)}
+    w1 = merged["events/s, --workers 1 / Quix EOS one instance"]
+    assert (w1.value, w1.rounds, w1.met) == (1.4, (1.1, 1.4, 1.6), True)
+    assert median_ratios(rounds[:1]) == rounds[0]
+    line = markdown(
+        _report_of(_rows()) | {"ratios": [asdict(g) for g in merged.values()], "rounds": 3}
+    )
+    assert "| events/s, --workers 1 / Quix EOS one instance | 1.40 (1.10 / 1.40 / 1.60) |" in line
+    assert "Each runner ran 3 rounds" in line
