@@ -81,16 +81,7 @@ def goal_ratios(results: list[dict[str, Any]]) -> list[GoalRatio]:
             ratio(rate("embedded"), better_quix),
             ">= 2.0",
         ),
-        GoalRatio(
-            "CPU µs/event, --workers 1 / Quix EOS one instance",
-            ratio(cpu("embedded-w1"), cpu("quix-eos")),
-            "<= 0.6",
-        ),
-        GoalRatio(
-            "CPU µs/event, default workers / Quix EOS two instances",
-            ratio(cpu("embedded"), cpu("quix-eos-2")),
-            "<= 0.6",
-        ),
+        *_cpu_ratios(cpu, "CPU µs/event", "<= 0.6"),
         GoalRatio(
             "events/s, default workers / the copy limit",
             ratio(rate("embedded"), rate("copy")),
@@ -112,16 +103,22 @@ def system_cpu_ratios(results: list[dict[str, Any]]) -> list[GoalRatio]:
             return None
         return float(result["cpu_us_per_event"]) + float(result["broker_cpu_us_per_event"])
 
+    return _cpu_ratios(system, "CPU µs/event with the broker's", "")
+
+
+def _cpu_ratios(cost: Callable[[str], float | None], measure: str, goal: str) -> list[GoalRatio]:
+    """`measure` (a runner's `cost` by its key) at equal processes: `--workers 1` against one
+    Quix EOS instance, default workers against two."""
     return [
         GoalRatio(
-            "CPU µs/event with the broker's, --workers 1 / Quix EOS one instance",
-            ratio(system("embedded-w1"), system("quix-eos")),
-            "",
+            f"{measure}, --workers 1 / Quix EOS one instance",
+            ratio(cost("embedded-w1"), cost("quix-eos")),
+            goal,
         ),
         GoalRatio(
-            "CPU µs/event with the broker's, default workers / Quix EOS two instances",
-            ratio(system("embedded"), system("quix-eos-2")),
-            "",
+            f"{measure}, default workers / Quix EOS two instances",
+            ratio(cost("embedded"), cost("quix-eos-2")),
+            goal,
         ),
     ]
 
