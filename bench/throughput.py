@@ -260,7 +260,7 @@ def combined(runs: list[Result]) -> Result:
     if len(runs) == 1:
         return runs[0]
     first = runs[0]
-    result = replace(first, runs=[], notes=[], check_examples=[])
+    result = replace(first, status="ok", runs=[], per_round=[], notes=[], check_examples=[])
     for number, run in enumerate(runs, start=1):
         result.runs += [{**timing, "round": number} for timing in run.runs]
         result.per_round.append(
@@ -277,7 +277,7 @@ def combined(runs: list[Result]) -> Result:
         if run.status != "ok" and result.status == "ok":
             result.status = f"{run.status} (round {number})"
             result.exit_code = run.exit_code
-        if not run.output_check.startswith("ok") and result.output_check.startswith("ok"):
+        if not run.output_check.startswith("ok") and not result.output_check.startswith("round"):
             result.output_check = f"round {number}: {run.output_check}"
     result.check_examples = result.check_examples[:5]
     if result.status != "ok":

@@ -223,6 +223,9 @@ def test_a_round_that_failed_or_was_wrong_marks_the_runner() -> None:
     assert combined([good, failed]).status == "failed: exit 1 (round 2)"
     assert combined([good, failed]).events_per_s is None
     assert combined([good, wrong]).output_check == "round 2: WRONG: 3 missing"
+    assert combined([failed, good]).status == "failed: exit 1 (round 1)"
+    assert combined([wrong, good]).output_check == "round 1: WRONG: 3 missing"
+    assert good.per_round == []  # the rounds' figures go to the combined result only
 
 
 def test_each_ratio_is_the_median_of_the_rounds_ratios() -> None:
