@@ -67,6 +67,10 @@ def main() -> None:
     parser.add_argument("--loglevel", default="WARNING", help="Quix Streams' (INFO: its steps)")
     parser.add_argument("--instances", type=int, default=1, help="processes in the group")
     parser.add_argument(
+        "--compression",
+        help="the producer's compression.type for outputs and changelog (default: Quix's, none)",
+    )
+    parser.add_argument(
         "--idle-timeout",
         type=float,
         default=0.0,
@@ -84,6 +88,9 @@ def main() -> None:
         processing_guarantee=args.guarantee,
         commit_interval=args.commit_interval,
         loglevel=args.loglevel,
+        producer_extra_config=(
+            {"compression.type": args.compression} if args.compression else None
+        ),
         # Values of ~20 KB (a hydrated event with its before image): librdkafka's default
         # message.max.bytes is 1 MB, enough; the fetch size stays the default too.
     )

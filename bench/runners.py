@@ -131,10 +131,17 @@ def copy_runner() -> Runner:
 QUIX_KEYS = ("quix-alo", "quix-eos", "quix-eos-2")
 
 
-def quix_runner(guarantee: str, instances: int, python: Path | None, why_not: str | None) -> Runner:
+def quix_runner(
+    guarantee: str,
+    instances: int,
+    python: Path | None,
+    why_not: str | None,
+    compression: str | None = None,
+) -> Runner:
     """Quix Streams, `instances` processes in one consumer group (the input's partitions split
     between them). One instance stops after its `--count` outputs; two stop each after an idle
-    second with nothing to read, a wait both backlogs pay alike (it cancels)."""
+    second with nothing to read, a wait both backlogs pay alike (it cancels). `compression`:
+    its producer's compression.type (None: Quix's default, none)."""
     short = "eos" if guarantee == "exactly-once" else "alo"
 
     def command(plan: Plan) -> list[str]:
@@ -157,13 +164,16 @@ def quix_runner(guarantee: str, instances: int, python: Path | None, why_not: st
             str(plan.events),
             "--instances",
             str(instances),
+            *(("--compression", compression) if compression else ()),
         ]
 
     one = instances == 1
+    compressed = f", outputs and changelog {compression}-compressed" if compression else ""
     return Runner(
         f"quix-{short}" + ("" if one else f"-{instances}"),
         f"Quix Streams 3.28 {guarantee}, RocksDB state (5 s commits), "
-        + ("one instance" if one else f"{instances} instances in one group"),
+        + ("one instance" if one else f"{instances} instances in one group")
+        + compressed,
         command,
         state_topic=_quix_changelog,
         own_topic=_quix_topic,

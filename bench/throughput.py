@@ -87,6 +87,7 @@ class Options:
     keep_topics: bool
     engine_args: tuple[str, ...]
     rounds: int = 1  # each runner's pair of runs, this often; figures are the rounds' medians
+    quix_compression: str | None = None  # Quix's producer compression.type; None: its default
 
 
 @dataclass(frozen=True)
@@ -114,9 +115,9 @@ def all_runners(options: Options, work: Path) -> list[r.Runner]:
             quix_problem = f"n/a (no Quix venv: {exc})"
     candidates = [
         r.copy_runner(),
-        r.quix_runner("at-least-once", 1, quix_path, quix_problem),
-        r.quix_runner("exactly-once", 1, quix_path, quix_problem),
-        r.quix_runner("exactly-once", 2, quix_path, quix_problem),
+        r.quix_runner("at-least-once", 1, quix_path, quix_problem, options.quix_compression),
+        r.quix_runner("exactly-once", 1, quix_path, quix_problem, options.quix_compression),
+        r.quix_runner("exactly-once", 2, quix_path, quix_problem, options.quix_compression),
         r.embedded_runner(None, has_workers, options.engine_args),
         r.embedded_runner("1", has_workers, options.engine_args),
     ]
@@ -176,6 +177,7 @@ def run_bench(options: Options) -> dict[str, Any]:
         "total_s": round(time.time() - began, 1),
         "results": [asdict(x) for x in results],
         "rounds": options.rounds,
+        "quix_compression": options.quix_compression,
         "ratios": [asdict(g) | {"met": g.met} for g in across_rounds(goal_ratios, rounds)],
         "system_ratios": [asdict(g) for g in across_rounds(system_cpu_ratios, rounds)],
         "notes": notes,

@@ -4,9 +4,11 @@ processes and against the copy, the Spark engine against the Spark copy."""
 from __future__ import annotations
 
 from dataclasses import asdict
+from pathlib import Path
 
 from bench.machine import describe, machine_facts
 from bench.report import COLUMNS, GoalRatio, goal_ratios, markdown, row, system_cpu_ratios
+from bench.runners import Plan, quix_runner
 from bench.throughput import Result, _ratios
 
 
@@ -246,3 +248,15 @@ def test_each_ratio_is_the_median_of_the_rounds_ratios() -> None:
     )
     assert "| events/s, --workers 1 / Quix EOS one instance | 1.40 (1.10 / 1.40 / 1.60) |" in line
     assert "Each runner ran 3 rounds" in line
+
+
+def test_quix_compresses_only_when_told_and_says_so_in_its_row() -> None:
+    plan = Plan("broker:9092", "in", "out", "app", Path("/tmp/work"), 1000, 4)
+    default = quix_runner("exactly-once", 1, Path("python"), None)
+    lz4 = quix_runner("exactly-once", 2, Path("python"), None, "lz4")
+    assert "--compression" not in default.command(plan)
+    assert "compressed" not in default.label
+    command = lz4.command(plan)
+    assert command[command.index("--compression") + 1] == "lz4"
+    assert lz4.label.endswith("outputs and changelog lz4-compressed")
+    assert lz4.key == "quix-eos-2"
