@@ -93,8 +93,8 @@ def goal_ratios(results: list[dict[str, Any]]) -> list[GoalRatio]:
 def system_cpu_ratios(results: list[dict[str, Any]]) -> list[GoalRatio]:
     """The CPU ratios again with the broker's CPU added to each runner's. Not a goal, a second
     view: where the work is done depends on the producer's compression. Quix Streams produces
-    with librdkafka's default, none; the engine compresses its outputs with lz4, which costs it
-    CPU and saves the broker (and every reader) bytes."""
+    with librdkafka's default, none (unless `--quix-compression`); the engine compresses its
+    outputs with lz4, and the broker (and every reader) handles fewer bytes."""
     ok = {x["key"]: x for x in results if x["status"] == "ok"}
 
     def system(key: str) -> float | None:
