@@ -163,6 +163,11 @@ def run_bench(options: Options) -> dict[str, Any]:
         shutil.rmtree(work, ignore_errors=True)
     _ratios(results)
     notes = [QUIX_RETENTION_NOTE] if any(x.key.startswith("quix") for x in results) else []
+    if options.quix_compression and any(x.key.startswith("quix") for x in results):
+        notes.append(
+            f"Quix Streams' producer compressed with {options.quix_compression} "
+            "(--quix-compression); the goals are set against its default, uncompressed."
+        )
     for runner in runner_list:
         notes.extend(runner.notes)
     return {
