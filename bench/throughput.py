@@ -162,8 +162,9 @@ def run_bench(options: Options) -> dict[str, Any]:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     _ratios(results)
-    notes = [QUIX_RETENTION_NOTE] if any(x.key.startswith("quix") for x in results) else []
-    if options.quix_compression and any(x.key.startswith("quix") for x in results):
+    ran_quix = any(x.key.startswith("quix") for x in results)
+    notes = [QUIX_RETENTION_NOTE] if ran_quix else []
+    if options.quix_compression and ran_quix:
         notes.append(
             f"Quix Streams' producer compressed with {options.quix_compression} "
             "(--quix-compression); the goals are set against its default, uncompressed."
