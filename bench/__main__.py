@@ -5,6 +5,7 @@ python -m bench latency [options]    end-to-end latency and RSS over time at a s
 python -m bench profile [options]    cProfile of the embedded engine on the workload (--perf:
                                      every thread, with Linux perf)
 python -m bench core [options]       the bare core alone: µs per event, or instructions
+python -m bench core --floor         the same for the peer's rule: the least any core costs
 """
 
 from __future__ import annotations
@@ -253,15 +254,23 @@ def core(argv: list[str]) -> None:
         help="count instructions per event under valgrind's callgrind instead (two runs)",
     )
     parser.add_argument("--callgrind-dir", type=Path, default=Path("bench/results"))
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="the peer's rule instead of the core (bench/peer_rule.py: one parse and one dump of "
+        "each event, a dict for state): the least any core costs on this workload",
+    )
     args = parser.parse_args(argv)
     shape = shape_of(args)
+    what = "floor (the peer's rule)" if args.floor else f"core ({core_build()})"
     if args.instructions:
         own = [a for a in argv if a != "--instructions"]
         per_event = instructions(own, shape.events, args.callgrind_dir)
-        print(f"core ({core_build()}): {per_event:,.0f} instructions per event")
+        print(f"{what}: {per_event:,.0f} instructions per event")
         return
     print(describe(machine_facts()))
-    passes = timed_passes(shape, args.passes)
+    print(what)
+    passes = timed_passes(shape, args.passes, args.floor)
     for number, one in enumerate(passes, 1):
         wall, cpu = one.us_per_event()
         print(f"pass {number}: {wall:.1f} µs/event wall, {cpu:.1f} µs/event CPU")

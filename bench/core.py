@@ -6,6 +6,7 @@ over them, each with a new Hydrator and empty state (the same work every pass), 
 pass is reported. `--instructions` counts instead of timing: it runs the command twice under
 valgrind's callgrind, with one pass and with two, and the difference is one pass's
 instructions, which the machine's load does not move (start-up and making the events cancel).
+`--floor` runs the peer's rule (`Floor`) instead of the core, for the least any core costs.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 
+from bench.peer_rule import hydrate
 from bench.workload import Checker, Workload, WorkloadShape
 
 CHUNK = 5_000  # events made at a time, outside the timed loop
@@ -76,6 +78,28 @@ class Core:
         return Pass(time.perf_counter() - began, cpu, len(raws)), emitted
 
 
+class Floor:
+    """The peer's rule (bench/peer_rule.py) in place of the core: one parse and one dump of each
+    event with a dict for state, the least a hydrator of JSON documents does. The core's time
+    over the floor's is what the rules, the codec and the state records cost beyond it."""
+
+    def __init__(self) -> None:
+        self.states: dict = {}
+
+    def run(self, raws: list) -> tuple[Pass, list]:
+        states = self.states
+        emitted: list = []
+        began, began_cpu = time.perf_counter(), time.process_time()
+        for raw in raws:
+            output, stored = hydrate(raw.value, states.get(raw.key))
+            if stored is not None:
+                states[raw.key] = stored
+            if output is not None:
+                emitted.append(output)
+        cpu = time.process_time() - began_cpu
+        return Pass(time.perf_counter() - began, cpu, len(raws)), emitted
+
+
 def core_result(workload: Workload):  # -> throughput.Result (imported late: no cycle)
     from bench.throughput import Result
     from hydrator import core_build
@@ -103,21 +127,22 @@ def core_result(workload: Workload):  # -> throughput.Result (imported late: no 
     )
 
 
-def timed_passes(shape: WorkloadShape, passes: int) -> list[Pass]:
-    """`passes` passes over the same events; the first one's outputs are checked."""
+def timed_passes(shape: WorkloadShape, passes: int, floor: bool = False) -> list[Pass]:
+    """`passes` passes over the same events (of the core, or with `floor` of `Floor`); the first
+    one's outputs are checked."""
     workload = Workload(shape)
     checker = Checker(workload)
     batches = list(records(workload))  # the truth is complete before any pass
     result = []
     for number in range(passes):
-        core = Core()
+        runner = Floor() if floor else Core()
         wall = cpu = 0.0
         for raws in batches:
-            timed, emitted = core.run(raws)
+            timed, emitted = runner.run(raws)
             wall, cpu = wall + timed.wall_s, cpu + timed.cpu_s
             if number == 0:
                 for out in emitted:
-                    checker.check(out.value)
+                    checker.check(out if floor else out.value)
         result.append(Pass(wall, cpu, workload.shape.events))
     summary = checker.finish().summary()
     if not summary.startswith("ok"):
@@ -131,7 +156,7 @@ def instructions(argv: list[str], events: int, out_dir: Path) -> float:
     out_dir.mkdir(parents=True, exist_ok=True)
     counts = []
     for passes in (1, 2):
-        out = out_dir / f"core-{passes}.callgrind"
+        out = out_dir / f"{'floor' if '--floor' in argv else 'core'}-{passes}.callgrind"
         done = subprocess.run(
             [
                 "valgrind",

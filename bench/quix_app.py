@@ -2,17 +2,17 @@
 the row kept in Quix's RocksDB state (changelog on) — what a team would build instead of this
 project.
 
-Per event: fill every column of `after` that holds the placeholder from the stored row, fill a
-null `before` with the stored row, drop an event at or before the stored position
-(`source.lsn`), store the new row. The output record is stamped with the time it is produced
-(`set_timestamp`), as the other runners' producers do, so the bench can time the output.
+Per event: peer_rule.py's rule (fill the placeholders of `after` and a null `before` from the
+stored row, drop an event at or before the stored position), then store the new row. The output
+record is stamped with the time it is produced (`set_timestamp`), as the other runners'
+producers do, so the bench can time the output.
 
 Runs in the bench's own virtualenv (Quix Streams pins an older confluent-kafka than the
-project), so it imports nothing from the project. Started by `python -m bench`; one instance
-stops by itself after `--count` outputs. `--instances 2` starts two instances in one consumer
-group as child processes and waits for both (the bench times and samples this process's tree);
-each of them stops after `--idle-timeout` seconds with nothing to read, as neither knows its share
-of the count.
+project), so it imports nothing from the project but peer_rule.py beside it. Started by
+`python -m bench`; one instance stops by itself after `--count` outputs. `--instances 2` starts
+two instances in one consumer group as child processes and waits for both (the bench times and
+samples this process's tree); each of them stops after `--idle-timeout` seconds with nothing to
+read, as neither knows its share of the count.
 """
 
 from __future__ import annotations
@@ -23,31 +23,16 @@ import sys
 import time
 from typing import Any
 
-import orjson
+import peer_rule  # beside this file, which runs as a script
 from quixstreams import Application, State
 from quixstreams.models import TopicConfig
 
-PLACEHOLDER = "__debezium_unavailable_value"
-
 
 def hydrate(value: bytes, state: State) -> bytes | None:
-    event = orjson.loads(value)
-    after = event.get("after")
-    if after is None:
-        return value
-    stored = state.get("row")
-    position = event["source"]["lsn"]
+    output, stored = peer_rule.hydrate(value, state.get("row"))
     if stored is not None:
-        if position <= stored["lsn"]:
-            return None
-        row = stored["row"]
-        for column, cell in after.items():
-            if cell == PLACEHOLDER and column in row:
-                after[column] = row[column]
-        if event.get("before") is None:
-            event["before"] = row
-    state.set("row", {"lsn": position, "row": after})
-    return orjson.dumps(event)
+        state.set("row", stored)
+    return output
 
 
 def now_ms(*_: Any) -> int:

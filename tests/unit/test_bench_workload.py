@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import orjson
 
-from bench.core import core_result
+from bench.core import core_result, timed_passes
+from bench.peer_rule import hydrate
 from bench.workload import PLACEHOLDER, Checker, Workload, WorkloadShape
 
 SMALL = WorkloadShape(events=600, keys=50, row_bytes=300, toast_bytes=500, placeholder_ratio=0.5)
@@ -15,6 +16,26 @@ def test_the_core_hydrates_the_workload_to_its_truth() -> None:
     result = core_result(Workload(SMALL))
     assert result.output_check == "ok"
     assert result.output_records == SMALL.events
+
+
+def test_the_peer_rule_hydrates_the_workload_to_its_truth() -> None:
+    # `python -m bench core --floor`: a pass whose outputs do not all check raises SystemExit
+    (one,) = timed_passes(SMALL, 1, floor=True)
+    assert one.events == SMALL.events
+
+
+def test_the_peer_rule_fills_from_the_stored_row_and_drops_a_stale_event() -> None:
+    def event(lsn: int, doc: str) -> bytes:
+        after = {"id": 1, "doc": doc}
+        return orjson.dumps({"before": None, "after": after, "source": {"lsn": lsn}})
+
+    first, stored = hydrate(event(2, "text"), None)
+    assert first is not None and stored == {"lsn": 2, "row": {"id": 1, "doc": "text"}}
+    filled, _ = hydrate(event(3, PLACEHOLDER), stored)
+    assert filled is not None
+    assert orjson.loads(filled)["after"] == {"id": 1, "doc": "text"}
+    assert orjson.loads(filled)["before"] == {"id": 1, "doc": "text"}
+    assert hydrate(event(2, PLACEHOLDER), stored) == (None, None)
 
 
 def test_the_workload_has_its_shape() -> None:
