@@ -265,7 +265,8 @@ def core(argv: list[str]) -> None:
     what = "floor (the peer's rule)" if args.floor else f"core ({core_build()})"
     if args.instructions:
         own = [a for a in argv if a != "--instructions"]
-        per_event = instructions(own, shape.events, args.callgrind_dir)
+        name = "floor" if args.floor else "core"
+        per_event = instructions(own, shape.events, args.callgrind_dir, name)
         print(f"{what}: {per_event:,.0f} instructions per event")
         return
     print(describe(machine_facts()))

@@ -150,13 +150,14 @@ def timed_passes(shape: WorkloadShape, passes: int, floor: bool = False) -> list
     return result
 
 
-def instructions(argv: list[str], events: int, out_dir: Path) -> float:
+def instructions(argv: list[str], events: int, out_dir: Path, name: str = "core") -> float:
     """Instructions per event: callgrind's count of this command with two passes less its count
-    with one. The profiles stay in `out_dir` (callgrind_annotate reads them)."""
+    with one. The profiles stay in `out_dir` as `<name>-1` and `<name>-2.callgrind`
+    (callgrind_annotate reads them)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     counts = []
     for passes in (1, 2):
-        out = out_dir / f"{'floor' if '--floor' in argv else 'core'}-{passes}.callgrind"
+        out = out_dir / f"{name}-{passes}.callgrind"
         done = subprocess.run(
             [
                 "valgrind",
