@@ -9,6 +9,7 @@ TEST_PROCESSES ?= 2
 
 # The modules setup.py compiles (pyproject.toml, [tool.toast-hydrator]): an editable install
 # imports the compiled ones in their place, so a change to one installs again (compiles it).
+# Until then the package imports the sources of all of them, and says so (hydrator/__init__.py).
 COMPILED := $(shell $(PYTHON) -c 'import tomllib; \
 	print(*tomllib.load(open("pyproject.toml", "rb"))["tool"]["toast-hydrator"]["compiled"])' \
 	2>/dev/null)
@@ -18,17 +19,21 @@ COMPILED := $(shell $(PYTHON) -c 'import tomllib; \
 setup: $(VENV)/.installed
 	@bash tests/harness/enable-logical-decoding.sh
 
+# Dated when the install began: a source edited while it ran is newer, and installs again.
 $(VENV)/.installed: pyproject.toml setup.py $(COMPILED)
 	$(PYTHON) -m venv $(VENV)
+	touch $(VENV)/.installing
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e ".[test]"
-	touch $@
+	mv $(VENV)/.installing $@
 
 test: setup
 	$(BIN)/python -m pytest -n $(TEST_PROCESSES) --dist loadfile
 
+# The unit suite: pure logic, no broker, Postgres or Java (a few tests start the CLI or a local
+# socket); in two processes, as test-pure runs it.
 test-unit: $(VENV)/.installed
-	$(BIN)/python -m pytest tests/unit
+	$(BIN)/python -m pytest -n $(TEST_PROCESSES) tests/unit
 
 # The unit suite on the interpreted modules (what an install without a C compiler runs).
 test-pure: $(VENV)/.installed

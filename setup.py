@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 import sys
 import sysconfig
+import tempfile
+import time
 import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -56,13 +58,20 @@ class BuildCompiledCore(build_ext):
             self.distribution.ext_modules = self._extensions()
         super().finalize_options()
 
+    sources_read_at = 0.0  # when mypyc read the sources it compiles
+
     def _extensions(self) -> list[Any]:
         try:
             from mypyc.build import mypycify
         except ImportError as exc:
             self._not_compiled(f"mypyc is not installed ({exc})")
             return []
+        broken = compiler_fault()
+        if broken:  # found in a second, before mypyc's minutes of type analysis
+            self._not_compiled(f"compiling failed ({broken})")
+            return []
         target = Path("build", f"mypyc-{sysconfig.get_platform()}-{sys.implementation.cache_tag}")
+        self.sources_read_at = time.time()
         try:
             extensions = mypycify(
                 # A fresh `pip install` builds before it installs the dependencies: their
@@ -95,6 +104,9 @@ class BuildCompiledCore(build_ext):
         except (Exception, SystemExit) as exc:
             remove_compiled(self.target())
             self._not_compiled(f"compiling failed ({_first_line(exc)})")
+            return
+        if self.target() == ROOT:
+            mark_built(ROOT, self.sources_read_at)
 
     def target(self) -> Path:
         return ROOT if self.inplace or self.editable_mode else Path(self.build_lib)
@@ -132,13 +144,49 @@ class BuildPy(build_py):
         super().run()
 
 
-def remove_compiled(base: Path) -> None:
-    """Remove the compiled modules under `base` (a build directory, or the sources of an
+def compiler_fault() -> str | None:
+    """Why this machine's C compiler cannot build an extension of this Python (a compiler that
+    does not run, missing Python headers), or None when a file including Python.h compiles."""
+    from setuptools._distutils.ccompiler import new_compiler
+    from setuptools._distutils.sysconfig import customize_compiler
+
+    compiler = new_compiler()
+    customize_compiler(compiler)  # CC, CFLAGS... as the build itself uses them
+    with tempfile.TemporaryDirectory() as scratch:
+        probe = Path(scratch, "probe.c")
+        probe.write_text("#include <Python.h>\nint probe(void) { return 0; }\n")
+        try:
+            compiler.compile(
+                [str(probe)], output_dir=scratch, include_dirs=[sysconfig.get_paths()["include"]]
+            )
+        except Exception as exc:
+            return f"no working C compiler for Python extensions: {_first_line(exc)}"
+    return None
+
+
+def compiled_files(base: Path) -> list[Path]:
+    """Where the compiled modules are under `base` (a build directory, or the sources of an
     editable install)."""
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
     modules = [name.removesuffix(".py") for name in COMPILED]
-    for module in [*modules, GROUP.replace(".", "/") + "__mypyc"]:
-        (base / f"{module}{suffix}").unlink(missing_ok=True)
+    return [
+        base / f"{module}{suffix}" for module in [*modules, GROUP.replace(".", "/") + "__mypyc"]
+    ]
+
+
+def remove_compiled(base: Path) -> None:
+    for path in compiled_files(base):
+        path.unlink(missing_ok=True)
+
+
+def mark_built(base: Path, sources_read_at: float) -> None:
+    """Date an editable install's compiled modules when their sources were read, which is what
+    the package compares an edit's time with (hydrator/__init__.py): a build that found no code
+    changed (an edit to a comment) compiles nothing and would leave them older than the edited
+    source, and a source edited while the build ran must count as newer than its build."""
+    for path in compiled_files(base):
+        if path.exists():
+            os.utime(path, (sources_read_at, sources_read_at))
 
 
 def _first_line(exc: BaseException, most: int = 160) -> str:

@@ -15,19 +15,22 @@ import json
 import sys
 from pathlib import Path
 
+from bench.broker import BrokerChoice, broker_choice
 from bench.quix_venv import default_location
+from bench.runners import QUIX_CODECS, QUIX_KEYS
 from bench.workload import WorkloadShape
 
 RUNNER_KEYS = (
     "core",
     "copy",
-    "quix-alo",
-    "quix-eos",
-    "quix-eos-2",
+    *QUIX_KEYS,
     "embedded",
     "embedded-w1",
     "spark-copy",
+    "spark-copy-connector",
+    "spark-pass-through",
     "spark",
+    "spark-connector",
 )
 
 
@@ -48,8 +51,25 @@ def workload_options(
         help="share of updates shipping the TOAST column as the placeholder",
     )
     group.add_argument("--partitions", type=int, default=4)
-    parser.add_argument("--bootstrap-servers", help="use this broker instead of a local Tansu")
+    broker = parser.add_argument_group("broker")
+    broker.add_argument(
+        "--broker",
+        choices=("kafka", "tansu"),
+        help="start Apache Kafka from a distribution (--kafka-home or $HYDRATOR_KAFKA_HOME) or "
+        "Tansu (default: kafka when a distribution is given, else tansu)",
+    )
+    broker.add_argument(
+        "--kafka-home", type=Path, help="the Apache Kafka distribution (bin/, config/, libs/)"
+    )
+    broker.add_argument("--bootstrap-servers", help="use this running broker instead")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+
+
+def choice_of(args: argparse.Namespace) -> BrokerChoice:
+    try:
+        return broker_choice(args.bootstrap_servers, args.broker, args.kafka_home)
+    except ValueError as exc:
+        raise SystemExit(f"python -m bench: {exc}") from exc
 
 
 def shape_of(args: argparse.Namespace) -> WorkloadShape:
@@ -91,14 +111,24 @@ def throughput(argv: list[str]) -> None:
     parser.add_argument(
         "--spark-batch", type=int, help="Spark's records per micro-batch (default: events/10)"
     )
+    parser.add_argument(
+        "--spark-kafka-jars",
+        type=Path,
+        metavar="DIR",
+        help="a directory of Spark's Kafka connector's jars (spark-sql-kafka-0-10 and its "
+        "dependencies): the connector's runners need them",
+    )
     parser.add_argument("--quix-venv", type=Path, default=default_location())
     parser.add_argument("--runner-timeout", type=float, default=1800, metavar="SECONDS")
     parser.add_argument("--keep-topics", action="store_true", help="do not delete the topics")
     parser.add_argument(
         "--quix-compression",
-        choices=("lz4", "zstd", "snappy", "gzip"),
-        help="Quix Streams' producer compresses its outputs and changelog so (default: none, "
-        "its own default; the engine's outputs are lz4): the CPU ratios at equal work",
+        choices=QUIX_CODECS,
+        default="lz4",
+        help="the like-for-like Quix runners' compression (quix-eos-lz4, quix-eos-2-lz4, named "
+        "by it): Quix Streams' producer compresses its outputs and changelog so, as the "
+        "engine compresses its outputs (default: %(default)s, the engine's); quix-eos and "
+        "quix-eos-2 keep Quix's default, none",
     )
     parser.add_argument(
         "--rounds",
@@ -113,6 +143,15 @@ def throughput(argv: list[str]) -> None:
     unknown = sorted(set(selected) - set(RUNNER_KEYS))
     if unknown:
         parser.error(f"--runners: unknown {', '.join(unknown)} (known: {', '.join(RUNNER_KEYS)})")
+    other_codec = [
+        k for k in selected if k.startswith("quix-eos") and k[-4:].lstrip("-") in QUIX_CODECS
+        and not k.endswith(f"-{args.quix_compression}")
+    ]  # fmt: skip
+    if other_codec:
+        parser.error(
+            f"--runners: {', '.join(other_codec)} compress otherwise than --quix-compression "
+            f"{args.quix_compression}"
+        )
     shape = shape_of(args)
     try:
         small = args.small_events or small_backlog(shape.events, shape.keys)
@@ -126,7 +165,7 @@ def throughput(argv: list[str]) -> None:
         shape=shape,
         small_events=small,
         partitions=args.partitions,
-        bootstrap_servers=args.bootstrap_servers,
+        broker=choice_of(args),
         selected=selected,
         skip_spark=args.skip_spark,
         spark_batch=args.spark_batch or max(1000, shape.events // 10),
@@ -136,6 +175,7 @@ def throughput(argv: list[str]) -> None:
         engine_args=tuple(engine_args),
         rounds=args.rounds,
         quix_compression=args.quix_compression,
+        spark_kafka_jars=_jars(parser, args.spark_kafka_jars),
     )
     report = run_bench(options)
     print(markdown(report))
@@ -161,8 +201,8 @@ def latency(argv: list[str]) -> None:
         "--max-broker-gb",
         type=float,
         default=8.0,
-        help="refuse a run the local broker (which keeps every record in memory) would need "
-        "more memory for (default: 8)",
+        help="refuse a run a local Tansu (which keeps every record in memory) would need more "
+        "memory for (default: 8)",
     )
     parser.add_argument(
         "--quix",
@@ -186,7 +226,7 @@ def latency(argv: list[str]) -> None:
     options = LatencyOptions(
         shape=shape_of(args),
         partitions=args.partitions,
-        bootstrap_servers=args.bootstrap_servers,
+        broker=choice_of(args),
         rate=args.rate,
         seconds=args.minutes * 60,
         max_broker_bytes=int(args.max_broker_gb * 2**30),
@@ -227,12 +267,10 @@ def profile(argv: list[str]) -> None:
     shape = shape_of(args)
     if args.perf:
         out = args.out or Path("bench/results/embedded.perf.data")
-        run_perf_profile(
-            shape, args.partitions, args.bootstrap_servers, args.workers, out, engine_args
-        )
+        run_perf_profile(shape, args.partitions, choice_of(args), args.workers, out, engine_args)
     else:
         out = args.out or Path("bench/results/embedded.prof")
-        run_profile(shape, args.partitions, args.bootstrap_servers, out)
+        run_profile(shape, args.partitions, choice_of(args), out)
 
 
 def core(argv: list[str]) -> None:
@@ -277,6 +315,16 @@ def core(argv: list[str]) -> None:
         print(f"pass {number}: {wall:.1f} µs/event wall, {cpu:.1f} µs/event CPU")
     wall, cpu = min(p.us_per_event()[0] for p in passes), min(p.us_per_event()[1] for p in passes)
     print(f"best of {len(passes)}: {wall:.1f} µs/event wall, {cpu:.1f} µs/event CPU")
+
+
+def _jars(parser: argparse.ArgumentParser, directory: Path | None) -> str | None:
+    """The jars of --spark-kafka-jars, absolute and comma-separated."""
+    if directory is None:
+        return None
+    jars = sorted(str(path.absolute()) for path in directory.glob("*.jar"))
+    if not jars:
+        parser.error(f"--spark-kafka-jars: no jars in {directory}")
+    return ",".join(jars)
 
 
 def _split(argv: list[str]) -> tuple[list[str], list[str]]:

@@ -21,6 +21,7 @@ from itertools import islice
 from pathlib import Path
 
 from bench.peer_rule import hydrate
+from bench.result import Result
 from bench.workload import Checker, Workload, WorkloadShape
 
 CHUNK = 5_000  # events made at a time, outside the timed loop
@@ -100,8 +101,7 @@ class Floor:
         return Pass(time.perf_counter() - began, cpu, len(raws)), emitted
 
 
-def core_result(workload: Workload):  # -> throughput.Result (imported late: no cycle)
-    from bench.throughput import Result
+def core_result(workload: Workload) -> Result:
     from hydrator import core_build
 
     core = Core()

@@ -27,7 +27,7 @@ from typing import Any
 from confluent_kafka import TIMESTAMP_CREATE_TIME, Consumer, KafkaError, Producer
 from tqdm import tqdm
 
-from bench.broker import broker, create_topics
+from bench.broker import BrokerChoice, broker, create_topics
 from bench.broker import preload as preload_topic
 from bench.machine import describe, machine_facts
 from bench.measure import OutputWatch, TreeSampler
@@ -44,7 +44,7 @@ READER_READY_S = 120
 class LatencyOptions:
     shape: WorkloadShape  # events: the inserts only; the feed adds rate x seconds updates
     partitions: int
-    bootstrap_servers: str | None
+    broker: BrokerChoice
     rate: int
     seconds: float
     max_broker_bytes: int
@@ -70,13 +70,14 @@ def broker_bytes(options: LatencyOptions) -> int:
 def run_latency(options: LatencyOptions) -> dict[str, Any]:
     machine = machine_facts()
     need = broker_bytes(options)
-    if options.bootstrap_servers is None and need > options.max_broker_bytes:
+    in_memory = options.broker.bootstrap_servers is None and options.broker.kafka_home is None
+    if in_memory and need > options.max_broker_bytes:
         limit = options.max_broker_bytes / 2**30
         raise SystemExit(
-            "python -m bench latency: the local broker keeps every record in memory and this run "
+            "python -m bench latency: the local Tansu keeps every record in memory and this run "
             f"would hold about {need / 2**30:.1f} GB (--max-broker-gb {limit:g}). "
-            "Give --bootstrap-servers (a Kafka with retention), or lower --rate, --minutes, "
-            "--row-bytes or --toast-bytes."
+            "Give --kafka-home (Apache Kafka keeps records on disk) or --bootstrap-servers, or "
+            "lower --rate, --minutes, --row-bytes or --toast-bytes."
         )
     shape = WorkloadShape(
         events=options.shape.keys + options.fed,
@@ -85,7 +86,7 @@ def run_latency(options: LatencyOptions) -> dict[str, Any]:
         toast_bytes=options.shape.toast_bytes,
         placeholder_ratio=options.shape.placeholder_ratio,
     )
-    with broker(options.bootstrap_servers) as kafka, tempfile.TemporaryDirectory() as work:
+    with broker(options.broker) as kafka, tempfile.TemporaryDirectory() as work:
         engine = _run_one(kafka.bootstrap_servers, shape, options, Path(work) / "engine", _engine)
         quix = None
         if options.quix_venv is not None:

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.broker import broker, create_topics, delete_topics
+from bench.broker import BrokerChoice, broker, create_topics, delete_topics
 from bench.broker import preload as preload_topic
 from bench.workload import Workload, WorkloadShape
 
@@ -164,7 +164,7 @@ def perf_report(data: Path) -> str:
 def run_perf_profile(
     shape: WorkloadShape,
     partitions: int,
-    bootstrap: str | None,
+    choice: BrokerChoice,
     workers: int,
     out: Path,
     engine_args: list[str],
@@ -178,7 +178,7 @@ def run_perf_profile(
     tag = uuid.uuid4().hex[:8]
     topic = f"bench-perf-{tag}.public.customers"
     out.parent.mkdir(parents=True, exist_ok=True)
-    with broker(bootstrap) as kafka, tempfile.TemporaryDirectory() as state_dir:
+    with broker(choice) as kafka, tempfile.TemporaryDirectory() as state_dir:
         create_topics(kafka.bootstrap_servers, [topic], partitions)
         events = ((key, value) for _, key, value in workload.events())
         preload_topic(kafka.bootstrap_servers, topic, events, lambda: None)
@@ -219,7 +219,7 @@ def run_perf_profile(
                     + done.stderr[-3000:]
                 )
         finally:
-            if bootstrap is not None:  # a throwaway broker takes its topics with it
+            if choice.bootstrap_servers is not None:  # a throwaway broker takes its topics
                 internal = (f"{app}-{kind}" for kind in ("state", "handoff", "dlq"))
                 delete_topics(kafka.bootstrap_servers, [topic, f"{topic}.out", *internal])
     print(f"hydrator run --workers {workers} over {shape.events:,} events; perf data: {out}")

@@ -11,32 +11,31 @@ import time
 import uuid
 from pathlib import Path
 
-from bench.broker import broker, create_topics
+from bench.broker import BrokerChoice, broker, create_topics
 from bench.broker import preload as preload_topic
 from bench.workload import Workload, WorkloadShape
 
 
-def run_profile(shape: WorkloadShape, partitions: int, bootstrap: str | None, out: Path) -> None:
-    from hydrator.config import RunConfig
+def run_profile(shape: WorkloadShape, partitions: int, choice: BrokerChoice, out: Path) -> None:
+    from hydrator.config import EmbeddedSettings, RunConfig
     from hydrator.engines.embedded import EmbeddedEngine
+    from hydrator.kafka.client_config import ClientSettings
 
     workload = Workload(shape)
-    with broker(bootstrap) as kafka, tempfile.TemporaryDirectory() as state_dir:
+    with broker(choice) as kafka, tempfile.TemporaryDirectory() as state_dir:
         topic = f"bench-prof-{uuid.uuid4().hex[:8]}.public.customers"
         create_topics(kafka.bootstrap_servers, [topic], partitions)
         events = ((key, value) for _, key, value in workload.events())
         preload_topic(kafka.bootstrap_servers, topic, events, lambda: None)
         config = RunConfig(
-            engine="embedded",
-            bootstrap_servers=kafka.bootstrap_servers,
+            kafka=ClientSettings(kafka.bootstrap_servers),
             input_topics=(topic,),
             output_topic=f"{topic}.out",
-            state_dir=Path(state_dir),
             application_id=f"bench-prof-{uuid.uuid4().hex[:6]}",
             available_now=True,
             progress_interval_s=3600,
         )
-        engine = EmbeddedEngine(config)
+        engine = EmbeddedEngine(config, EmbeddedSettings(state_dir=Path(state_dir)))
         profiler = cProfile.Profile()
         began = time.perf_counter()
         with profiler:

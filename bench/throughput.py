@@ -18,6 +18,9 @@ How each figure is taken (also in bench/README.md):
   the large run.
 * state B/event: bytes (key + value) written to the runner's changelog topics, or the growth
   of its checkpoint state directory (Spark), per event, in the large run.
+* state disk B/event and state broker B/event: state as a user pays for it
+  (bench/state_bytes.py): the local stores' files as the large run left them, and what the
+  broker keeps of its changelog once compacted, in the codec the broker keeps it in.
 * output check: a read_committed reader counts each run's output and checks every record
   against the workload's truth: `doc` filled with the row's value, `before` the previous row.
 """
@@ -31,7 +34,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,38 +42,24 @@ import psutil
 from tqdm import tqdm
 
 from bench import runners as r
-from bench.broker import QUIX_RETENTION_NOTE, Broker, broker, create_topics, delete_topics
+from bench.broker import (
+    QUIX_RETENTION_NOTE,
+    Broker,
+    BrokerChoice,
+    broker,
+    create_topics,
+    delete_topics,
+)
 from bench.broker import preload as preload_topic
 from bench.machine import machine_facts
 from bench.marginal import Timing, marginal, ratio
 from bench.measure import OutputWatch, TreeSampler, directory_bytes, scan_topic, topics_named
 from bench.quix_venv import quix_python
 from bench.report import GoalRatio, goal_ratios, median_ratios, system_cpu_ratios
+from bench.result import Result
 from bench.runners import REPO, runner_env
+from bench.state_bytes import compacted_changelog_bytes, disk_bytes
 from bench.workload import Checker, Verdict, Workload, WorkloadShape
-
-
-@dataclass
-class Result:
-    key: str
-    label: str
-    status: str = "ok"  # ok, n/a (...), failed: ...
-    processes: str = ""  # how many processes do the work (instances, workers)
-    events_per_s: float | None = None
-    cpu_us_per_event: float | None = None
-    broker_cpu_us_per_event: float | None = None
-    peak_rss_mb: float | None = None
-    state_bytes_per_event: float | None = None
-    ratio_to_copy: float | None = None
-    ratio_to_spark_copy: float | None = None
-    output_records: int | None = None
-    output_check: str = ""
-    check_examples: list[str] = field(default_factory=list)
-    rate_method: str = ""
-    runs: list[dict[str, Any]] = field(default_factory=list)  # the small and the large run
-    per_round: list[dict[str, Any]] = field(default_factory=list)  # with --rounds over 1
-    exit_code: int | None = None
-    notes: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -78,7 +67,7 @@ class Options:
     shape: WorkloadShape  # the large backlog
     small_events: int  # the small backlog: the large one's first events
     partitions: int
-    bootstrap_servers: str | None
+    broker: BrokerChoice
     selected: tuple[str, ...]  # runner keys; empty: all
     skip_spark: bool
     spark_batch: int
@@ -87,7 +76,9 @@ class Options:
     keep_topics: bool
     engine_args: tuple[str, ...]
     rounds: int = 1  # each runner's pair of runs, this often; figures are the rounds' medians
-    quix_compression: str | None = None  # Quix's producer compression.type; None: its default
+    quix_compression: str = "lz4"  # the like-for-like Quix runners' producer compression.type
+    # Spark's Kafka connector's jars, comma-separated (None: its runners cannot run)
+    spark_kafka_jars: str | None = None
 
 
 @dataclass(frozen=True)
@@ -115,15 +106,21 @@ def all_runners(options: Options, work: Path) -> list[r.Runner]:
             quix_problem = f"n/a (no Quix venv: {exc})"
     candidates = [
         r.copy_runner(),
-        r.quix_runner("at-least-once", 1, quix_path, quix_problem, options.quix_compression),
+        r.quix_runner("at-least-once", 1, quix_path, quix_problem),
+        r.quix_runner("exactly-once", 1, quix_path, quix_problem),
+        r.quix_runner("exactly-once", 2, quix_path, quix_problem),
+        # like for like: Quix compressing as the engine does
         r.quix_runner("exactly-once", 1, quix_path, quix_problem, options.quix_compression),
         r.quix_runner("exactly-once", 2, quix_path, quix_problem, options.quix_compression),
         r.embedded_runner(None, has_workers, options.engine_args),
         r.embedded_runner("1", has_workers, options.engine_args),
     ]
     if not options.skip_spark:
-        candidates.append(r.spark_copy_runner(options.spark_batch))
-        candidates.append(r.spark_runner(options.spark_batch, options.engine_args))
+        batch, jars = options.spark_batch, options.spark_kafka_jars
+        for key in ("spark-copy", "spark-copy-connector", "spark-pass-through"):
+            candidates.append(r.spark_copy_runner(batch, key, jars))
+        candidates.append(r.spark_runner(batch, options.engine_args))
+        candidates.append(r.spark_runner(batch, options.engine_args, "connector", jars))
     return [runner for runner in candidates if take(runner.key)]
 
 
@@ -132,7 +129,7 @@ def run_bench(options: Options) -> dict[str, Any]:
     began = time.time()
     machine = machine_facts()
     try:
-        with broker(options.bootstrap_servers) as kafka:
+        with broker(options.broker) as kafka:
             runner_list = all_runners(options, work)
             name = f"bench-{uuid.uuid4().hex[:8]}"
             small_shape = replace(options.shape, events=options.small_events)
@@ -163,14 +160,9 @@ def run_bench(options: Options) -> dict[str, Any]:
         shutil.rmtree(work, ignore_errors=True)
     _ratios(results)
     ran_quix = any(x.key.startswith("quix") for x in results)
-    notes = [QUIX_RETENTION_NOTE] if ran_quix else []
-    if options.quix_compression and ran_quix:
-        notes.append(
-            f"Quix Streams' producer compressed with {options.quix_compression} "
-            "(--quix-compression); the goals are set against its default, uncompressed."
-        )
+    notes = [QUIX_RETENTION_NOTE] if ran_quix and "Tansu" in kafka.kind else []
     for runner in runner_list:
-        notes.extend(runner.notes)
+        notes.extend(note for note in runner.notes if note not in notes)
     return {
         "machine": machine | {"broker": kafka.kind},
         "workload": {
@@ -215,6 +207,8 @@ class Run:
     verdict: Verdict
     peak_rss_mb: float
     state_bytes: int
+    disk_bytes: int | None = None  # None: the runner keeps no local store
+    broker_bytes: int | None = None  # None: nor a changelog
     log_tail: str = ""
 
 
@@ -252,6 +246,10 @@ def run_twice(
     result.output_records = large.verdict.records
     result.peak_rss_mb = large.peak_rss_mb
     result.state_bytes_per_event = round(large.state_bytes / large.timing.events, 1)
+    if large.disk_bytes is not None:
+        result.state_disk_bytes_per_event = round(large.disk_bytes / large.timing.events, 1)
+    if large.broker_bytes is not None:
+        result.state_broker_bytes_per_event = round(large.broker_bytes / large.timing.events, 1)
     if result.status == "ok":
         figures = marginal(small.timing, large.timing)
         result.events_per_s = figures.events_per_s
@@ -296,6 +294,10 @@ def combined(runs: list[Result]) -> Result:
     result.broker_cpu_us_per_event = _median([run.broker_cpu_us_per_event for run in runs], 1)
     result.peak_rss_mb = max((run.peak_rss_mb or 0.0) for run in runs)
     result.state_bytes_per_event = _median([run.state_bytes_per_event for run in runs], 1)
+    result.state_disk_bytes_per_event = _median([run.state_disk_bytes_per_event for run in runs], 1)
+    result.state_broker_bytes_per_event = _median(
+        [run.state_broker_bytes_per_event for run in runs], 1
+    )
     return result
 
 
@@ -397,6 +399,13 @@ def run_one(kafka: Broker, backlog: Backlog, runner: r.Runner, options: Options,
         scan_topic(kafka.bootstrap_servers, t, committed_only=False).bytes for t in state_topics
     )
     state_bytes += directory_bytes(runner.state_dirs(plan))
+    stores = runner.store_dirs(plan)
+    disk = disk_bytes(stores) if stores else None
+    broker = (
+        compacted_changelog_bytes(kafka.bootstrap_servers, state_topics, runner.changelog_codec)
+        if state_topics
+        else None
+    )
     if not options.keep_topics:
         own = topics_named(kafka.bootstrap_servers, lambda n: runner.own_topic(plan, n))
         delete_topics(kafka.bootstrap_servers, [plan.output_topic, *own])
@@ -413,16 +422,23 @@ def run_one(kafka: Broker, backlog: Backlog, runner: r.Runner, options: Options,
         verdict,
         round(samples.peak_rss / 2**20, 1),
         state_bytes,
+        disk,
+        broker,
         log_tail,
     )
 
 
 def _ratios(results: list[Result]) -> None:
     rates = {x.key: x.events_per_s for x in results if x.status == "ok"}
-    copy, spark_copy = rates.get("copy"), rates.get("spark-copy")
+    copy = rates.get("copy")
+    # each Spark engine row against the Spark copy on its own Kafka I/O
+    spark_copy = {
+        "spark": rates.get("spark-copy"),
+        "spark-connector": rates.get("spark-copy-connector"),
+    }
     for x in results:
         if x.events_per_s is None:
             continue
         x.ratio_to_copy = ratio(x.events_per_s, copy)
-        if x.key == "spark":
-            x.ratio_to_spark_copy = ratio(x.events_per_s, spark_copy)
+        if x.key in spark_copy:
+            x.ratio_to_spark_copy = ratio(x.events_per_s, spark_copy[x.key])

@@ -1,4 +1,6 @@
-"""What a `hydrator run` is asked to do, engine-neutral, plus the parsing its options share.
+"""What a `hydrator run` is asked to do, one typed value per concern (RunConfig: what every
+engine uses; EmbeddedSettings, SparkSettings: what only one does; RunSettings: the three, as
+hydrator/cli/run_settings.py builds them from the options), plus the parsing its options share.
 
 Values come from (highest first) the command line, `HYDRATOR_<NAME>` environment variables, a
 TOML config file, then the defaults here. The file uses the long option names, with dashes or
@@ -24,15 +26,16 @@ from typing import Any
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
-from hydrator.core.settings import HydrationSettings, OnStale, OnUnresolved
+from hydrator.core.settings import HydrationSettings
 from hydrator.errors import ConfigurationError
 from hydrator.formats.options import FormatOptions
-from hydrator.kafka.client_config import ClientConfigError, parse_properties
-from hydrator.postgres.settings import DEFAULT_STATEMENT_TIMEOUT_MS, ReselectSettings
-from hydrator.topology.layout import internal_topic_clash
+from hydrator.kafka.client_config import ClientSettings
+from hydrator.reselect.settings import ReselectSettings
 from state.large import DEFAULT_COMPRESSION
 
 DEFAULT_APPLICATION_ID = "toast-hydrator"
+# The directory under the user's state directory where state lives unless --state-dir says.
+STATE_DIR_NAME = "toast-hydrator"
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _DURATION_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -80,6 +83,16 @@ def check_application_id(value: str) -> str:
     return value
 
 
+def default_state_dir() -> Path:
+    """Where state lives unless --state-dir says: the user's state directory, by the platform's
+    convention (Linux: `$XDG_STATE_HOME/toast-hydrator`, else `~/.local/state/toast-hydrator`;
+    macOS: `~/Library/Application Support/toast-hydrator`), read when asked, so that the run and
+    the state tools find the same one."""
+    import platformdirs
+
+    return Path(platformdirs.user_state_dir(STATE_DIR_NAME, appauthor=False))
+
+
 def is_uri(location: str | Path) -> bool:
     """`s3a://bucket/dir`, `file:///var/lib/x`: a URI, not a path."""
     return isinstance(location, str) and _URI.match(location) is not None
@@ -101,13 +114,14 @@ def local_state_dir(location: str | Path) -> Path:
 
 @dataclass(frozen=True)
 class RunConfig:
-    engine: str
-    bootstrap_servers: str
+    """What every engine uses: the topics, the hydration rules and formats, progress, logging
+    and metrics, the Kafka clients' settings, --reselect."""
+
+    # The cluster and the -X client properties both engines' Kafka clients start from.
+    kafka: ClientSettings
     input_topics: tuple[str, ...]
     output_topic: str | None = None
     output_suffix: str | None = None
-    # A local directory; the Spark engine also takes a URI its checkpoint can use (s3a://...).
-    state_dir: Path | str = Path("hydrator-state")
     application_id: str = DEFAULT_APPLICATION_ID
     format: str = "auto"
     format_options: FormatOptions = field(default_factory=FormatOptions)
@@ -115,27 +129,17 @@ class RunConfig:
     # --available-now: a run that dead-letters more than this share of what it read fails
     # (hydrator/metrics/dead_letter_ratio.py); 0 turns the check off.
     max_dlq_ratio: float = 0.5
-    kafka_properties: Mapping[str, str] = field(default_factory=dict)
     hydration: HydrationSettings = field(default_factory=HydrationSettings)
-    commit_interval_ms: int = 100
-    # Embedded: how long a batch may stay open while a backlog waits (engines/embedded/loop.py).
-    backlog_commit_interval_ms: int = 5_000
     progress_interval_s: float = 10.0
-    # How long a start-up (and a restart after an outage) waits for a broker to answer.
-    startup_timeout_ms: int = 300_000
-    # Embedded: the decoded-state cache budget of the run, shared by its tasks.
-    state_cache_bytes: int = 256 * 1024 * 1024
-    # Column values over this many bytes (packed) are kept compressed and apart from the row
-    # (state/large.py); None keeps every value in the row.
+    # Column values over this many bytes (packed) are kept apart from the row (state/large.py);
+    # None keeps every value in the row.
     large_value_threshold: int | None = 2048
-    # ... compressed so (lz4 costs less CPU, zstd writes fewer bytes).
+    # ... and compressed one by one so ("none": per block and per batch, off the event's path).
     large_value_compression: str = DEFAULT_COMPRESSION
     # Where /metrics, /healthz and /readyz are served; None: not served. The host "" is every
     # interface (the default); 127.0.0.1 keeps them on this machine.
     metrics_port: int | None = None
     metrics_host: str = ""
-    # Embedded: worker processes (1: the engine runs in the calling process).
-    workers: int = 1
     # How the run logs (a worker process sets its logging up from these).
     log_level: str = "INFO"
     log_format: str = "text"
@@ -144,12 +148,59 @@ class RunConfig:
 
 
 @dataclass(frozen=True)
-class SparkOptions:
+class EmbeddedSettings:
+    """What only `--engine embedded` uses."""
+
+    # A local directory (RocksDB needs one).
+    state_dir: Path = field(default_factory=default_state_dir)
+    # Worker processes (1: the engine runs in the calling process).
+    workers: int = 1
+    # `workers` is the default (one per CPU), which the run lowers to the input's partition
+    # count: a worker beyond it would get no partition (engines/embedded/workers.py).
+    workers_fit_input: bool = False
+    # How often the open batch commits while the engine keeps up ...
+    commit_interval_ms: int = 100
+    # ... and how long it may stay open while a backlog waits (engines/embedded/batch.py).
+    backlog_commit_interval_ms: int = 5_000
+    # How long a start-up (and a restart after an outage) waits for a broker to answer.
+    startup_timeout_ms: int = 300_000
+    # The decoded-state cache budget of the run, shared by its tasks (and workers).
+    state_cache_bytes: int = 256 * 1024 * 1024
+
+
+SPARK_KAFKA_IO = ("auto", "connector", "python")
+# What a micro-batch waits for at most when --commit-interval is not given.
+SPARK_TRIGGER_INTERVAL_MS = 500
+
+
+@dataclass(frozen=True)
+class SparkSettings:
     """What only `--engine spark` uses."""
 
+    # Where the query's checkpoint goes: a local directory or a URI it can use (s3a://...).
+    state_dir: Path | str = field(default_factory=default_state_dir)
     master: str = "local[*]"
     conf: Mapping[str, str] = field(default_factory=dict)
     max_offsets_per_trigger: int | None = None
+    # auto | connector | python: Spark's Kafka connector or the project's Python source and sink
+    kafka_io: str = "auto"
+    # the micro-batch trigger: --commit-interval when given
+    trigger_interval_ms: int = SPARK_TRIGGER_INTERVAL_MS
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """A run's settings, built once from its options (hydrator/cli/run_settings.py): what every
+    engine uses, and what only the chosen engine does."""
+
+    config: RunConfig
+    engine: EmbeddedSettings | SparkSettings
+    # options given that the chosen engine does not use, by parameter name (warned about)
+    ignored: tuple[str, ...] = ()
+
+    @property
+    def engine_name(self) -> str:
+        return "spark" if isinstance(self.engine, SparkSettings) else "embedded"
 
 
 def default_workers() -> int:
@@ -235,137 +286,3 @@ def split_values(values: Iterable[str] | str | None) -> tuple[str, ...]:
     if isinstance(values, str):
         values = [values]
     return tuple(part.strip() for v in values for part in str(v).split(",") if part.strip())
-
-
-def build_config(options: Mapping[str, Any]) -> RunConfig:
-    """The values of `run`'s options (by parameter name) -> RunConfig; a cross-option problem
-    raises ConfigError naming the options."""
-    output_topic, output_suffix = options["output_topic"], options["output_suffix"]
-    if (output_topic is None) == (output_suffix is None):
-        raise ConfigError("give exactly one of --output-topic or --output-suffix")
-    if output_topic is not None:
-        clash = internal_topic_clash(options["application_id"], {"": output_topic})
-        if clash is not None:
-            raise ConfigError(clash, "--output-topic")
-    try:
-        properties = parse_properties(options["kafka_properties"])
-    except ClientConfigError as exc:
-        raise ConfigError(str(exc), "-X", "--kafka-property") from None
-    if not options["bootstrap_servers"].strip():
-        raise ConfigError("no server given", "--bootstrap-servers")
-    inputs = split_values(options["input_topics"])
-    if not inputs:
-        raise ConfigError("no topic given", "--input-topic")
-    hydration = HydrationSettings(
-        fill_before=options["fill_before"],
-        on_stale=OnStale(options["on_stale"]),
-        on_unresolved=OnUnresolved(options["on_unresolved"]),
-        tombstone_retention_ms=options["tombstone_retention"],
-        handoff_timeout_ms=options["handoff_timeout"],
-        state_ttl_ms=options["state_ttl"],
-        max_record_bytes=options["max_record_bytes"],
-        max_parked_records=options["max_parked_records"],
-        max_parked_bytes=options["max_parked_bytes"],
-        changed_header=options.get("changed_header", True),
-    )
-    format_options = FormatOptions(
-        placeholder=options["placeholder"],
-        fill_absent=options["fill_absent"],
-        **_schema_registry(options),
-    )
-    _check_placeholder(format_options)
-    _check_format(options["format_"], format_options)
-    state_dir: Path | str = str(options["state_dir"])
-    if options["engine"] != "spark":
-        try:
-            state_dir = local_state_dir(state_dir)
-        except ConfigError as exc:
-            raise ConfigError(str(exc), "--state-dir") from None
-    return RunConfig(
-        engine=options["engine"],
-        bootstrap_servers=options["bootstrap_servers"],
-        input_topics=inputs,
-        output_topic=output_topic,
-        output_suffix=output_suffix,
-        state_dir=state_dir,
-        application_id=options["application_id"],
-        format=options["format_"],
-        format_options=format_options,
-        available_now=options["available_now"],
-        max_dlq_ratio=options["max_dlq_ratio"],
-        kafka_properties=properties,
-        hydration=hydration,
-        commit_interval_ms=options["commit_interval"],
-        backlog_commit_interval_ms=options["backlog_commit_interval"],
-        state_cache_bytes=options["state_cache_bytes"],
-        large_value_threshold=options["large_value_threshold"] or None,
-        large_value_compression=options["large_value_compression"],
-        workers=options["workers"] or default_workers(),
-        log_level=options["log_level"].upper(),
-        log_format=options["log_format"],
-        progress_interval_s=options["progress_interval"] / 1000,
-        startup_timeout_ms=options["startup_timeout"],
-        metrics_port=options["metrics_port"],
-        metrics_host=options.get("metrics_host") or "",
-        reselect=_reselect_settings(options),
-    )
-
-
-def _reselect_settings(options: Mapping[str, Any]) -> ReselectSettings | None:
-    """`--reselect` and its limits (None: off)."""
-    dsn = options.get("reselect")
-    if not dsn:
-        return None
-    return ReselectSettings(
-        dsn,
-        max_qps=options.get("reselect_max_qps"),
-        statement_timeout_ms=options.get("reselect_timeout") or DEFAULT_STATEMENT_TIMEOUT_MS,
-    )
-
-
-def build_spark_options(options: Mapping[str, Any]) -> SparkOptions:
-    """The values of `run`'s options -> what only `--engine spark` uses."""
-    try:
-        conf = parse_spark_conf(options["spark_conf"])
-    except ConfigError as exc:
-        raise ConfigError(str(exc), "--spark-conf") from None
-    return SparkOptions(options["master"], conf, options["max_offsets_per_trigger"])
-
-
-def _schema_registry(options: Mapping[str, Any]) -> dict[str, Any]:
-    """The schema registry's FormatOptions fields from `run`'s options."""
-    url = (options.get("schema_registry_url") or "").strip()
-    try:
-        settings = parse_properties(options.get("schema_registry_properties") or ())
-    except ClientConfigError as exc:
-        raise ConfigError(str(exc), "--schema-registry-property") from None
-    if settings and not url:
-        raise ConfigError("needs --schema-registry-url", "--schema-registry-property")
-    if "url" in settings:
-        raise ConfigError("give the URL with --schema-registry-url", "--schema-registry-property")
-    return {
-        "schema_registry_url": url or None,
-        "schema_registry_config": tuple(sorted(settings.items())),
-        "schema_registry_wait_s": options.get("schema_registry_timeout", 60_000) / 1000,
-    }
-
-
-def _check_placeholder(options: FormatOptions) -> None:
-    try:
-        options.placeholder_bytes  # noqa: B018 - validates hex: placeholders
-    except ValueError:
-        raise ConfigError(
-            f"{options.placeholder!r} is not valid hex after 'hex:'", "--placeholder"
-        ) from None
-
-
-def _check_format(name: str, options: FormatOptions) -> None:
-    # Imported here: the codecs are not needed to read a configuration.
-    from hydrator.formats import FormatOptionError, codec_for
-
-    try:
-        codec_for(name, options)
-    except FormatOptionError as exc:
-        raise ConfigError(str(exc), exc.option) from None
-    except ValueError as exc:
-        raise ConfigError(f"{name} is not available yet ({exc})", "--format") from None

@@ -43,8 +43,8 @@ class RawRecord:
     """A record as read from an input topic. A value: nothing changes one after it is made (not
     a `frozen` dataclass only because one is made per record, and that costs five times as
     much). The per-record classes here write their `__init__` out: a compiled dataclass's
-    generated one is interpreted (setup.py; tests/unit/test_compiled.py checks each sets every
-    field)."""
+    generated one is interpreted (setup.py; tests/unit/project/test_compiled.py checks each sets
+    every field)."""
 
     topic: str
     partition: int

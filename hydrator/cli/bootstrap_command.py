@@ -1,7 +1,9 @@
 """`hydrator state bootstrap`: fill an application's state from full rows (docs/cold-start.md).
 
-Exit codes: 0 done; 2 bad usage, or the application is running now (nothing is written); 1 a
-failure on the way (Kafka, Postgres): state written so far is valid, and a rerun completes it.
+Exit codes: 0 done; 2 bad usage, a --bootstrap-servers host that does not resolve, or the
+application is running now (nothing is written); 75 no broker answered within --startup-timeout
+(as `run`); 1 a failure on the way (Kafka, Postgres): state written so far is valid, and a rerun
+completes it.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from hydrator.cli import params
 from hydrator.cli.config_file import config_option, run_config_loader
 from hydrator.cli.params import option
 from hydrator.cli.run_command import run
+from hydrator.errors import exit_code_for
 from hydrator.formats import codec_for
 
 # What the command takes from a `--config` file written for `run`; its other keys are ignored.
@@ -55,11 +58,9 @@ _FROM_RUN_CONFIG = (
 @option("--from-topic", help="A topic of full rows (an earlier enriched topic, ...).")
 @params.format_option("The format of --from-topic's records.")
 @params.kafka_property_option()
-@params.env_option(
-    "--startup-timeout",
-    type=params.Duration(),
-    default="30s",
-    help="How long to wait for a broker at --bootstrap-servers before giving up (exit 1).",
+@params.startup_timeout_option(
+    "How long to wait for a broker at --bootstrap-servers before giving up with exit 75, as "
+    "`run` does (a host name that does not resolve: exit 2 at once)."
 )
 @option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
 def bootstrap_command(
@@ -85,7 +86,7 @@ def bootstrap_command(
     from hydrator.bootstrap.spark import SparkState
     from hydrator.kafka.client_config import ClientSettings, parse_properties
     from hydrator.kafka.partitioner import changefeed_partition, partition_for_key
-    from hydrator.kafka.reachability import BrokerUnavailable
+    from hydrator.kafka.reachability import BrokerAddressUnknown, BrokerUnavailable
 
     if (dsn is None) == (from_topic is None):
         raise click.UsageError("give one of --from-postgres (with --table) or --from-topic")
@@ -125,9 +126,10 @@ def bootstrap_command(
     except BootstrapRefused as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(2)
-    except BrokerUnavailable as exc:  # nothing is written yet
+    except (BrokerUnavailable, BrokerAddressUnknown) as exc:  # nothing is written yet
+        # the codes `run` ends with for the same failure: 75 no broker in time, 2 no such host
         click.echo(f"Error: {exc}", err=True)
-        sys.exit(1)
+        sys.exit(exit_code_for(exc))
     except Exception as exc:  # Kafka, Postgres: what is written stays valid
         click.echo(
             f"Error: the bootstrap failed ({type(exc).__name__}: {_safe(exc, dsn)}); what it "

@@ -8,10 +8,11 @@ from typing import Any
 
 import click
 
-from hydrator.cli.environment import did_you_mean, ignoring_warning
+from hydrator.cli.environment import ignoring_warning
 from hydrator.cli.params import OptionDecorator, env_option
 from hydrator.config import ConfigError, load_config_file
 from hydrator.kafka.client_config import split_env_properties
+from hydrator.names import did_you_mean
 from hydrator.ops.config_show import CONFIG_FILE_META, long_name, shown_path
 
 ConfigCallback = Callable[[click.Context, click.Parameter, str | None], Any]

@@ -10,7 +10,7 @@ from hydrator.cli.params import env_name, option
 from hydrator.demo import SOURCES as DEMO_SOURCES
 
 
-@click.command()
+@click.command(short_help="Zero set-up: broker, CDC stream, hydration, raw vs enriched.")
 @option(
     "--source",
     type=click.Choice(DEMO_SOURCES),

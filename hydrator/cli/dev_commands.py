@@ -11,8 +11,10 @@ import threading
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 from confluent_kafka import KafkaException
 
+from hydrator.cli.help import HydratorGroup
 from hydrator.cli.params import PORT, bootstrap_servers_option, from_beginning_option
 from hydrator.dev import broker as dev_broker
 from hydrator.dev import capture as dev_capture
@@ -20,8 +22,11 @@ from hydrator.dev.broker import NoBroker, require_broker
 from hydrator.dev.render import render
 from hydrator.dev.signals import stop_on_signals
 from hydrator.dev.tail import TailOptions, TopicMissing, records
+from hydrator.errors import HydratorError
+from hydrator.kafka.apache_kafka import NotAKafkaDistribution, check_distribution
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+KAFKA_HOME_VARIABLE = "HYDRATOR_KAFKA_HOME"
 
 
 def _fail(message: str) -> None:
@@ -29,7 +34,9 @@ def _fail(message: str) -> None:
     sys.exit(1)
 
 
-@click.group("dev")
+@click.group(
+    "dev", cls=HydratorGroup, short_help="A local broker, and Debezium on your own Postgres table."
+)
 def dev() -> None:
     """A local dev loop: a broker that stays up, and Debezium on your own Postgres table."""
 
@@ -44,15 +51,31 @@ def dev() -> None:
 @click.option(
     "--log-file",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the broker's own log here (default: discarded).",
+    help="Write the broker's own log here (default: discarded; Apache Kafka: in its directory).",
 )
-def broker(port: int, log_file: Path | None) -> None:
-    """Run a local Kafka-compatible broker (Tansu, the one `hydrator demo` uses) until Ctrl-C.
+@click.option(
+    "--kafka-home",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar=KAFKA_HOME_VARIABLE,
+    help="Run Apache Kafka from this unpacked binary distribution (bin/, config/, libs/; needs "
+    f"Java 17) instead of Tansu. Also ${KAFKA_HOME_VARIABLE}.",
+)
+@click.pass_context
+def broker(ctx: click.Context, port: int, log_file: Path | None, kafka_home: Path | None) -> None:
+    """Run a local Kafka-compatible broker until Ctrl-C: Tansu (the one `hydrator demo` uses),
+    or Apache Kafka from a distribution with --kafka-home.
 
-    It keeps topics in memory: they are gone when it stops."""
+    Either keeps topics only while it runs: they are gone when it stops."""
+    if kafka_home is not None:
+        source = ctx.get_parameter_source("kafka_home")
+        named_by = KAFKA_HOME_VARIABLE if source is ParameterSource.ENVIRONMENT else "--kafka-home"
+        try:
+            kafka_home = check_distribution(kafka_home, named_by)
+        except NotAKafkaDistribution as exc:
+            raise click.UsageError(str(exc)) from None
     try:
-        dev_broker.serve(port or None, lambda line: click.echo(line), log_file)
-    except (dev_broker.BrokerStopped, RuntimeError) as exc:
+        dev_broker.serve(port or None, lambda line: click.echo(line), log_file, kafka_home)
+    except (dev_broker.BrokerStopped, HydratorError, RuntimeError) as exc:
         _fail(str(exc))
 
 
@@ -146,7 +169,7 @@ def capture(
         sys.exit(130)
 
 
-@click.command("tail")
+@click.command("tail", short_help="Show a topic's records: key, headers, abbreviated values.")
 @click.argument("topic")
 @bootstrap_servers_option(DEFAULT_BOOTSTRAP, envvar=None)
 @from_beginning_option(
@@ -192,7 +215,7 @@ def tail(
                 click.echo("\n".join(render(record, dlq=dlq, full=full)))
                 shown += 1
         except TopicMissing as exc:
-            _fail(f"{exc} on {bootstrap_servers}")
+            _fail(f"{exc} on {bootstrap_servers}{exc.meant}")
         except KafkaException as exc:
             _fail(f"reading {topic} from {bootstrap_servers}: {exc.args[0].str()}")
         except TimeoutError as exc:

@@ -3,21 +3,16 @@ The warning's wording serves the config file's unknown keys too (config_file.py)
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 import click
+
+from hydrator.names import closest
 
 PREFIX = "HYDRATOR_"
 # Read by other programs of the project: the live view (`python -m hydrator.live`) and the tests;
 # and by the package's import (HYDRATOR_COMPILED: hydrator/__init__.py).
 OTHER_READERS = ("HYDRATOR_LIVE_", "HYDRATOR_TEST_", "HYDRATOR_COMPILED")
-
-
-def did_you_mean(name: str, candidates: Iterable[str]) -> str:
-    """` (did you mean X?)` for the closest candidate, or nothing."""
-    close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.75)
-    return f" (did you mean {close[0]}?)" if close else ""
 
 
 def read_variables(command: click.Command) -> set[str]:
@@ -51,8 +46,8 @@ def unknown_variables_warning(environ: Mapping[str, str], known: set[str]) -> st
 
     def named(name: str) -> str:
         # Compared without the prefix, which every name shares.
-        close = difflib.get_close_matches(name.removeprefix(PREFIX), list(ours), 1, 0.75)
-        return f"{name} (did you mean {ours[close[0]]}?)" if close else name
+        meant = closest(name.removeprefix(PREFIX), ours)
+        return f"{name} (did you mean {ours[meant]}?)" if meant is not None else name
 
     return ignoring_warning([named(name) for name in unknown])
 

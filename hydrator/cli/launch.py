@@ -1,4 +1,5 @@
-"""Starting an engine for `hydrator run`, and the exit code for how it ended."""
+"""Starting an engine for `hydrator run` (and `hydrator dlq replay`), and the exit code for how
+it ended."""
 
 from __future__ import annotations
 
@@ -10,24 +11,26 @@ from typing import TYPE_CHECKING, NoReturn
 
 import click
 
-from hydrator.config import RunConfig, SparkOptions
+from hydrator.config import EmbeddedSettings, RunConfig, SparkSettings
 from hydrator.core.settings import UnresolvedColumnsError
 from hydrator.errors import ConfigurationError, StorageError, TemporaryFailure, exit_code_for
 from hydrator.ops import logs
 from hydrator.secrets import redact, secret_values
 
 if TYPE_CHECKING:
+    from hydrator.dlq.selection import Selection
     from hydrator.engines.embedded.workers import Worker
     from hydrator.metrics.run import Health, RunMetrics
 
 log = logging.getLogger("hydrator")
 
 
-def run_secrets(config: RunConfig, spark: SparkOptions | None = None) -> set[str]:
+def run_secrets(config: RunConfig, engine: EmbeddedSettings | SparkSettings) -> set[str]:
     """The values no line may show: secret `-X`/`--spark-conf` values and URL passwords."""
+    spark = engine if isinstance(engine, SparkSettings) else None
     registry = dict(config.format_options.schema_registry_config)
-    settings = {**config.kafka_properties, **(spark.conf if spark else {}), **registry}
-    texts = [config.bootstrap_servers, str(config.state_dir), spark.master if spark else ""]
+    settings = {**config.kafka.properties, **(spark.conf if spark else {}), **registry}
+    texts = [config.kafka.bootstrap_servers, str(engine.state_dir), spark.master if spark else ""]
     texts.append(config.format_options.schema_registry_url or "")
     found = secret_values(settings, texts)
     if config.reselect is not None:  # the --reselect DSN's password
@@ -35,38 +38,70 @@ def run_secrets(config: RunConfig, spark: SparkOptions | None = None) -> set[str
     return found
 
 
-def run_embedded(config: RunConfig) -> int:
-    """The embedded engine: in this process, or in `config.workers` worker processes that this
-    one supervises."""
-    if config.workers == 1:
-        return _run_engine(config)
+def run_embedded(config: RunConfig, embedded: EmbeddedSettings) -> int:
+    """The embedded engine: in this process, or in `embedded.workers` worker processes that
+    this one supervises."""
+    if embedded.workers == 1:
+        return _run_engine(config, embedded)
     from hydrator.engines.embedded.workers import Supervisor
 
-    return _guarded(Supervisor(config, run_worker).run, run_secrets(config))
+    return _guarded(Supervisor(config, embedded, run_worker).run, run_secrets(config, embedded))
 
 
-def run_worker(config: RunConfig, worker: Worker) -> int:
+def run_worker(config: RunConfig, embedded: EmbeddedSettings, worker: Worker) -> int:
     """A worker process of a run with several (its entry point, in the worker's process)."""
     logs.configure(
         config.log_level,
         config.log_format,
         config.application_id,
-        run_secrets(config),
+        run_secrets(config, embedded),
         worker.index,
     )
-    return _run_engine(config, worker)
+    return _run_engine(config, embedded, worker)
 
 
-def _run_engine(config: RunConfig, worker: Worker | None = None) -> int:
-    """The embedded engine in this process: the whole run, or one worker of it."""
+def run_replay(config: RunConfig, embedded: EmbeddedSettings, selection: Selection) -> int:
+    """`hydrator dlq replay`: the embedded engine in this process, reading the application's
+    dead-letter topic."""
+    return _run_engine(config, embedded, replay=selection)
+
+
+def dry_run_replay(config: RunConfig, embedded: EmbeddedSettings, selection: Selection) -> int:
+    """`hydrator dlq replay --dry-run`: what a replay would do, printed; nothing written."""
+    from hydrator.dlq.dry_run import dry_run
+    from hydrator.dlq.topic import dead_letter_partitions
+    from hydrator.kafka.reachability import wait_for_broker
+
+    def count() -> None:
+        from confluent_kafka.admin import AdminClient
+
+        clients = config.kafka
+        wait_for_broker(clients.admin(), embedded.startup_timeout_ms / 1000, lambda: False)
+        partitions = dead_letter_partitions(AdminClient(clients.admin()), config.application_id)
+        found = dry_run(
+            clients.consumer(), config.application_id, config.input_topics, partitions, selection
+        )
+        click.echo(found.render(), nl=False)
+
+    return _guarded(count, run_secrets(config, embedded))
+
+
+def _run_engine(
+    config: RunConfig,
+    embedded: EmbeddedSettings,
+    worker: Worker | None = None,
+    replay: Selection | None = None,
+) -> int:
+    """The embedded engine in this process: the whole run, one worker of it, or a replay."""
     from hydrator.engines.embedded.engine import EmbeddedEngine
 
-    engine = EmbeddedEngine(config, worker=worker)
+    engine = EmbeddedEngine(config, embedded, worker=worker, replay=replay)
     if worker is not None and config.metrics_port is not None:
         run = _serving_worker_metrics(worker, engine.metrics.run, engine.metrics, engine.run)
     else:
         run = _serving_metrics(config, engine.metrics.run, engine.metrics, engine.run)
-    code = _guarded(run, run_secrets(config), worker.tell_error if worker else _echo_error)
+    secrets = run_secrets(config, embedded)
+    code = _guarded(run, secrets, worker.tell_error if worker else _echo_error)
     if engine.in_group:
         _exit_in_group(code)
     return code
@@ -145,15 +180,20 @@ def _guarded(
     return code or 0
 
 
-def run_spark(config: RunConfig, spark: SparkOptions) -> int:
+def warn_ignored(names: tuple[str, ...] | list[str], engine: str) -> None:
+    """A warning per run option given that `engine` does not use (never silently ignored)."""
+    other = "embedded" if engine == "spark" else "spark"
+    for name in names:
+        flag = "--" + name.replace("_", "-")
+        log.warning(
+            "%s is ignored under --engine %s: only the %s engine uses it", flag, engine, other
+        )
+
+
+def run_spark(config: RunConfig, spark: SparkSettings) -> int:
     # Imported here: the embedded engine and the demo must not pay for (or need) pyspark.
     from hydrator.engines.spark.engine import SparkEngine
 
-    engine = SparkEngine(
-        config,
-        master=spark.master,
-        spark_conf=spark.conf,
-        max_offsets_per_trigger=spark.max_offsets_per_trigger,
-    )
+    engine = SparkEngine(config, spark)
     run = _serving_metrics(config, engine.metrics.run, engine.metrics, engine.run)
     return _guarded(run, run_secrets(config, spark))

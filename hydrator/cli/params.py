@@ -15,6 +15,7 @@ from hydrator.config import (
     DEFAULT_APPLICATION_ID,
     ConfigError,
     check_application_id,
+    default_state_dir,
     is_uri,
     parse_duration_ms,
     parse_size_bytes,
@@ -115,7 +116,7 @@ class ApplicationId(click.ParamType):
 
 class StateDir(click.ParamType):
     """A directory path, or a URI (for --engine spark: checked through Spark's filesystems when
-    the engine starts; the embedded engine refuses it in build_config)."""
+    the engine starts; the embedded engine refuses it in build_embedded_settings)."""
 
     name = "dir|uri"
 
@@ -142,7 +143,13 @@ class KafkaProperty(click.ParamType):
 
 
 def engine_option() -> OptionDecorator[Any]:
-    return env_option("--engine", type=click.Choice(ENGINES), default="embedded")
+    return env_option(
+        "--engine",
+        type=click.Choice(ENGINES),
+        default="embedded",
+        help="embedded: this process (or --workers), RocksDB state, Kafka transactions, exactly "
+        "once; spark: Spark Structured Streaming, state in its checkpoint, at least once.",
+    )
 
 
 def bootstrap_servers_option(default: str | None = None, **attrs: Any) -> OptionDecorator[Any]:
@@ -151,6 +158,7 @@ def bootstrap_servers_option(default: str | None = None, **attrs: Any) -> Option
         attrs["required"] = True
     else:
         attrs["default"] = default
+    attrs.setdefault("help", "The Kafka brokers to start from.")
     return env_option("--bootstrap-servers", metavar="HOST:PORT[,...]", **attrs)
 
 
@@ -164,9 +172,16 @@ def application_id_option() -> OptionDecorator[Any]:
 
 
 def state_dir_option(help: str | None = None, uri: bool = False) -> OptionDecorator[Any]:
-    """A local directory, or with `uri` also a URI (`run --engine spark`'s checkpoint)."""
+    """A local directory, or with `uri` also a URI (`run --engine spark`'s checkpoint). The
+    default, the user's state directory, is read when the command runs (config.py)."""
     path_type = StateDir() if uri else click.Path(file_okay=False, path_type=Path)
-    return env_option("--state-dir", type=path_type, default="hydrator-state", help=help)
+    return env_option(
+        "--state-dir",
+        type=path_type,
+        default=lambda: str(default_state_dir()),
+        show_default=f"the user's state directory, {default_state_dir()}",
+        help=help,
+    )
 
 
 def format_option(help: str | None = None, **attrs: Any) -> OptionDecorator[Any]:
@@ -190,3 +205,9 @@ def kafka_property_option() -> OptionDecorator[Any]:
         help="librdkafka property for every client (consumer./producer./admin. prefix for one "
         "kind). Give secrets through HYDRATOR_KAFKA_PROPERTY or --config, not on the command line.",
     )
+
+
+def startup_timeout_option(help: str) -> OptionDecorator[Any]:
+    """How long to wait for a broker before giving up with exit 75: the same for `run` and
+    `state bootstrap`, which wait alike (hydrator/kafka/reachability.py)."""
+    return env_option("--startup-timeout", type=Duration(), default="5m", help=help)

@@ -13,6 +13,7 @@ import click
 
 from hydrator.cli.bootstrap_command import bootstrap_command
 from hydrator.cli.config_file import config_option, run_config_loader
+from hydrator.cli.help import HydratorGroup
 from hydrator.cli.params import (
     Command,
     application_id_option,
@@ -46,7 +47,9 @@ def _state_options(command: Command) -> Command:
     return command
 
 
-@click.group("state")
+@click.group(
+    "state", cls=HydratorGroup, short_help="Inspect, count or bootstrap an application's state."
+)
 def state_group() -> None:
     """Read an embedded engine's local state (read-only, also beside a running instance), or
     fill an application's state before it runs (bootstrap)."""

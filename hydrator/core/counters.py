@@ -3,7 +3,7 @@ engines add their own, and the progress line, the Spark engine's observed metric
 Prometheus exporter all read this list rather than keeping their own.
 
 A counter only grows. A name missing here would be dropped by the Spark engine (its observed
-metrics have one column per name) and never exported; tests/unit/test_counters.py checks that
+metrics have one column per name) and never exported; tests/unit/core/test_counters.py checks that
 every name the core and the engines count is listed.
 """
 
@@ -97,6 +97,14 @@ COUNTERS: tuple[CounterSpec, ...] = (
     _embedded(
         "large_values_missing",
         "Large values a row referred to that the changelog lacked (at a rebuild).",
+    ),
+    _embedded(
+        "dlq_left",
+        "hydrator dlq replay: dead letters the filters left out, copied on for a later replay.",
+    ),
+    _embedded(
+        "dlq_unreplayable",
+        "hydrator dlq replay: dead-letter records that hold no input record (left in place).",
     ),
     # -- both engines, each its own way ----------------------------------------------------------
     _engines(

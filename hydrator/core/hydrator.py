@@ -20,6 +20,7 @@ is down) go through: they are no record's fault.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import replace
 
 from hydrator.core import rules, visibility
@@ -32,7 +33,7 @@ from hydrator.core.records import (
     OutputRecord,
     Transition,
 )
-from hydrator.core.reselect import Reselected, reselect_headers
+from hydrator.core.reselected import Reselected, reselect_headers
 from hydrator.core.settings import (
     HydrationSettings,
     OnStale,
@@ -113,6 +114,8 @@ class Hydrator:
     def __init__(self, codec: Codec, settings: HydrationSettings | None = None) -> None:
         self.codec = codec
         self.settings = settings or HydrationSettings()
+        # input topic -> the snapshot its table was bootstrapped in (visibility.TableMark)
+        self._table_marks: dict[str, tuple[int, ...]] = dict(self.settings.table_snapshots)
 
     # -- routing -------------------------------------------------------------------------------
 
@@ -145,7 +148,7 @@ class Hydrator:
         `state`, None for a stateless record; `record` the Read `route` was given); a record
         that cannot be applied is a dead letter, whatever it raised. `reselected`: values read
         from the source for columns of this record that nothing else can fill
-        (core/reselect.py)."""
+        (core/reselected.py)."""
         read = _read_of(record)
         try:
             return self._process(state, read, key, now_ms, reselected)
@@ -187,12 +190,15 @@ class Hydrator:
         now_ms: int,
         reselected: Reselected | None = None,
     ) -> Transition:
-        if (
-            state is not None
-            and state.bootstrap is not None
-            and visibility.contains(state.bootstrap, state.pos, event.transaction, event.position)
-        ):
-            return self._older_than_bootstrap(state, record, key, event, now_ms)
+        if state is not None and state.bootstrap is not None:
+            if self._image_contains(state.bootstrap, state.pos, record.topic, event):
+                return self._older_than_bootstrap(state, record, key, event, now_ms)
+        elif self._table_marks and _no_row(state):
+            mark = self._table_marks.get(record.topic)
+            if mark is not None and visibility.table_contains(
+                mark, event.transaction, event.position
+            ):
+                return self._older_than_bootstrap(state, record, key, event, now_ms)
         if rules.is_stale(state, event.position):
             return self._stale(state, record)
         image = rules.live_image(state)
@@ -241,6 +247,19 @@ class Hydrator:
             return Transition(hydration.state, emitted, handoffs, (), counts)
         return self._unresolved(record, event, hydration, handoffs, counts)
 
+    def _image_contains(
+        self, mark: tuple[int, ...], pos: tuple[int, ...] | None, topic: str, event: ChangeEvent
+    ) -> bool:
+        """Whether a bootstrapped image (`mark`, `pos`: StateRecord.bootstrap and .pos) already
+        holds `event`. An image read in the snapshot its table was bootstrapped in also has the
+        snapshot's log position: an event past it is later, whatever its transaction id says."""
+        limit = None
+        if self._table_marks:
+            table = self._table_marks.get(topic)
+            if table is not None and visibility.same_snapshot(table, mark):
+                limit = table[0]
+        return visibility.contains(mark, pos, event.transaction, event.position, limit)
+
     def _changed(self, event: ChangeEvent, hydration: rules.Hydration) -> Headers:
         """Headers `hydrator.changed` (unless `--no-changed-header`) and the re-selected ones."""
         extra = reselect_headers(hydration.reselected, hydration.reselected_current)
@@ -254,17 +273,18 @@ class Hydrator:
 
     def _older_than_bootstrap(
         self,
-        state: StateRecord,
+        state: StateRecord | None,
         record: RawRecord,
         key: str | None,
         event: ChangeEvent,
         now_ms: int,
     ) -> Transition:
-        """An event the bootstrapped image already contains (hydrator.core.visibility): the
-        image is later than the event, so nothing is filled from it. The event goes out as it
-        came, marked `hydrator.stale: bootstrap`, its missing columns unresolved (rule 6); the
-        state stays. A key change it carries hands off no image (its old image is unknown), so
-        the new key does not wait."""
+        """An event the bootstrap already contains (hydrator.core.visibility): the key's image,
+        or, for a key the snapshot did not hold (a row deleted or re-keyed before it), the
+        table's snapshot. The image is later than the event, so nothing is filled from it. The
+        event goes out as it came, marked `hydrator.stale: bootstrap`, its missing columns
+        unresolved (rule 6); the state stays. A key change it carries hands off no image (its
+        old image is unknown), so the new key does not wait."""
         hydration = rules.hydrate(None, event, self.settings, now_ms, None)
         counts = {"events": 1, "bootstrap_older_events": 1}
         handoffs: tuple[Handoff, ...] = ()
@@ -280,9 +300,8 @@ class Hydrator:
             )
             handoffs = (handoff,)
             counts["handoffs_sent"] = 1
-        hydration.state = state
         if hydration.unresolved:
-            return self._unresolved(record, event, hydration, handoffs, counts, _OLDER)
+            return self._unresolved(record, event, hydration, handoffs, counts, _OLDER, state)
         output = _output(record, self.codec.encode(event, hydration.patch), extra=_OLDER)
         return Transition(state, (output,), handoffs, (), counts)
 
@@ -294,9 +313,12 @@ class Hydrator:
         handoffs: tuple[Handoff, ...],
         counts: dict[str, int],
         extra: Headers = (),
+        kept: StateRecord | None = None,
     ) -> Transition:
-        """Rule 6: columns no state could fill, under `--on-unresolved`."""
+        """Rule 6: columns no state could fill, under `--on-unresolved`. The new state is
+        `hydration.state`; with `extra` (an event older than the bootstrap), `kept`."""
         policy = self.settings.on_unresolved
+        state = kept if extra else hydration.state
         columns = ",".join(hydration.unresolved)
         counts["unresolved_events"] = 1
         counts["unresolved_columns"] = len(hydration.unresolved)
@@ -306,16 +328,16 @@ class Hydrator:
             )
         if policy is OnUnresolved.DROP:
             counts["unresolved_dropped"] = 1
-            return Transition(hydration.state, (), handoffs, counts=counts)
+            return Transition(state, (), handoffs, counts=counts)
         if policy is OnUnresolved.DLQ:
             dead = DeadLetter(record, f"unresolved columns: {columns}")
             counts["dead_letters"] = 1
-            return Transition(hydration.state, (), handoffs, (dead,), counts)
+            return Transition(state, (), handoffs, (dead,), counts)
         value = self.codec.encode(event, hydration.patch)
         # an event older than a bootstrapped image carries its marker, not a change list
         headers = extra or self._changed(event, hydration)
         emitted = (_output(record, value, hydration.filled, hydration.unresolved, headers),)
-        return Transition(hydration.state, emitted, handoffs, counts=counts)
+        return Transition(state, emitted, handoffs, counts=counts)
 
     def _stale(self, state: StateRecord | None, record: RawRecord) -> Transition:
         if self.settings.on_stale is OnStale.DROP:
@@ -375,22 +397,32 @@ class Hydrator:
     # -- key changes (rule 5) ------------------------------------------------------------------
 
     def receive_handoff(
-        self, state: StateRecord | None, handoff: Handoff, now_ms: int
+        self,
+        state: StateRecord | None,
+        handoff: Handoff,
+        now_ms: int,
+        reselected: Mapping[str, Reselected] | None = None,
     ) -> Transition:
         """Apply a key-change handoff to the new key's state; releases parked records when it is
         the one the first of them awaits. Handoffs are matched on their old key: two key changes
         into one new key may deliver their handoffs in either order. A handoff that cannot be
         applied (its bytes came from the handoff topic, where anything can be written) is a
-        dead letter, and the state stays as it was."""
+        dead letter, and the state stays as it was. `reselected`: values read from the source
+        for released records whose columns neither the state nor the handoff fills, by the
+        record's `source` (an empty handoff is a miss like any other, core/reselected.py)."""
         try:
-            return self._receive_handoff(state, handoff, now_ms)
+            return self._receive_handoff(state, handoff, now_ms, reselected)
         except _PASSED_THROUGH:
             raise
         except Exception as exc:
             return rejected(DeadLetter(_handoff_record(handoff), failure_reason(exc)), state)
 
     def _receive_handoff(
-        self, state: StateRecord | None, handoff: Handoff, now_ms: int
+        self,
+        state: StateRecord | None,
+        handoff: Handoff,
+        now_ms: int,
+        reselected: Mapping[str, Reselected] | None,
     ) -> Transition:
         if rules.is_stale(state, handoff.pos):
             # The key is already past it: the CREATE it was meant for is done (it needed no
@@ -398,14 +430,21 @@ class Hydrator:
             # same old key, whose CREATE it must not fill.
             return Transition(state, counts={"handoffs_unneeded": 1})
         if state is not None and state.is_parked and handoff.old_key == state.awaiting:
-            return self._release(state, handoff, now_ms, counts={"handoffs_applied": 1})
+            counts = {"handoffs_applied": 1}
+            return self._release(state, handoff, now_ms, counts, reselected)
         return Transition(_keep(state, handoff, now_ms), counts={"handoffs_pending": 1})
 
     def _release(
-        self, state: StateRecord, handoff: Handoff, now_ms: int, counts: dict[str, int]
+        self,
+        state: StateRecord,
+        handoff: Handoff,
+        now_ms: int,
+        counts: dict[str, int],
+        reselected: Mapping[str, Reselected] | None = None,
     ) -> Transition:
-        """Replay the parked records, oldest first, now that the awaited old image is known; a
-        later one that awaits another handoff parks again with the rest behind it."""
+        """Replay the parked records, oldest first, now that the awaited old image is known
+        (each with what `reselected` holds for it); a later one that awaits another handoff
+        parks again with the rest behind it."""
         current: StateRecord | None = replace(
             _keep(state, handoff, now_ms), parked=(), awaiting=None
         )
@@ -414,7 +453,8 @@ class Hydrator:
         dead: list[DeadLetter] = []
         total: Counter[str] = Counter(counts)
         for record in state.parked:
-            step = self.process(current, record, handoff.new_key, now_ms)
+            read = reselected.get(record.source) if reselected else None
+            step = self.process(current, record, handoff.new_key, now_ms, read)
             current = step.state
             emitted += step.emitted
             handoffs += step.handoffs
@@ -477,6 +517,12 @@ class Hydrator:
         if settings.state_ttl_ms is not None:
             deadlines.append(state.updated_at_ms + settings.state_ttl_ms)
         return min(deadlines, default=None)
+
+
+def _no_row(state: StateRecord | None) -> bool:
+    """The key holds nothing of its row: no state, or one that only waits on a key change (a
+    tombstone and a stream's image are rows; a bootstrapped image has its own mark)."""
+    return state is None or (state.image is None and state.pos is None and not state.deleted)
 
 
 def _already_parked(state: StateRecord, record: RawRecord) -> bool:

@@ -4,7 +4,7 @@
 All are values: nothing changes one after it is made. Those made for every event are not
 `frozen` dataclasses only because a frozen constructor costs five times as much, and their
 `__init__` is written out: a compiled dataclass's generated one is interpreted (setup.py;
-tests/unit/test_compiled.py checks each sets every field).
+tests/unit/project/test_compiled.py checks each sets every field).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hydrator import exact
-from hydrator.core.reselect import Reselected
+from hydrator.core.reselected import Reselected
 from hydrator.core.settings import HydrationSettings, OnUnresolved
 from hydrator.events import Absent, ChangeEvent, Image, Op, Patch, Position
 from state.handoff import Handoff
@@ -23,11 +23,11 @@ class Hydration:
     filled: tuple[str, ...]
     unresolved: tuple[str, ...]
     state: StateRecord
-    # Columns filled from a re-select (core/reselect.py): proven the row's at the event, or not.
+    # Columns filled from a re-select (core/reselected.py): proven the row's at the event, or not.
     reselected: tuple[str, ...] = ()
     reselected_current: tuple[str, ...] = ()
-    # Unresolved only in a `before` taken from the image, which does not know them (the event
-    # may still ship them in `after`).
+    # Unresolved only in `before` (one taken from an image that does not know them, or a
+    # key-only one with no image to complete it): the event may still ship them in `after`.
     unknown_before: tuple[str, ...] = ()
 
     def __init__(  # written out: see hydrator/core/records.py
@@ -137,8 +137,11 @@ def hydrate(
         if gaps:
             gaps_after = tuple([column for column in gaps if column not in event.after])
     gaps_before: tuple[str, ...] = ()
+    unknown_in_before: list[str] = []
     if event.op in (Op.UPDATE, Op.DELETE):
-        unresolved += _fill_before(event, image, settings, patch)
+        unknown_in_before = _fill_before(event, image, settings, patch)
+        if unknown_in_before:
+            unresolved += unknown_in_before
         if gaps:
             gaps_before = _before_gaps(event, patch, gaps)
     if exact or current:  # re-selected columns are not `filled`
@@ -166,13 +169,17 @@ def hydrate(
                 patch.whole_before = {**patch.whole_before, column: None}
             else:
                 patch.before[column] = None
-    # A value that may be newer than the event is carried, never kept (core/reselect.py).
+    # A value that may be newer than the event is carried, never kept (core/reselected.py).
     unstored = (*unknown_after, *current) if current else unknown_after
     if gaps_after:  # (under `--on-unresolved null` patch.after holds them as None: not values)
         unstored = (*unstored, *gaps_after)
     next_state = _next_state(state, event, patch, image, unstored, gaps, now_ms)
     patch.new_image = next_state.image
-    only_before = tuple(c for c in gaps_before if c not in unknown_after) if gaps_before else ()
+    only_before: tuple[str, ...] = ()
+    if gaps_before or unknown_in_before:
+        only_before = tuple(
+            dict.fromkeys(c for c in (*unknown_in_before, *gaps_before) if c not in unknown_after)
+        )
     return Hydration(patch, filled, unresolved_columns, next_state, exact, current, only_before)
 
 
@@ -205,13 +212,22 @@ def fill_absent(event_image: Image, image: Image | None, into: dict[str, Any]) -
 def _fill_before(
     event: ChangeEvent, image: Image | None, settings: HydrationSettings, patch: Patch
 ) -> list[str]:
-    """Rule 2: fill missing columns of `before`; a null or key-only `before` becomes the image."""
+    """Rule 2: fill missing columns of `before`; a null or key-only `before` becomes the image.
+    Returns the columns of `before` left unknown: its unfilled placeholders, and the non-key
+    columns of a key-only `before` with no image to make it whole (rule 6: its nulls are not the
+    row's values). A null `before` claims nothing and lists nothing."""
     before = event.before
     if before is None or is_key_only(before, event.key_columns):
-        if settings.fill_before and image is not None:
+        if not settings.fill_before:
+            return []  # `--no-fill-before`: `before` is the connector's, as it came
+        if image is not None:
             # every value of it is rendered: read the large ones now (state/large.py)
             patch.whole_before = materialized(image)
-        return []
+            return []
+        if before is None:
+            return []
+        keys = event.key_columns
+        return [column for column in before if column not in keys]
     unresolved = fill(event.missing_before, image, patch.before)
     if event.absent is Absent.MISSING:
         fill_absent(before, image, patch.before)

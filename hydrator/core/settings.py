@@ -41,3 +41,7 @@ class HydrationSettings:
     max_parked_bytes: int = 8 * 1024 * 1024
     # Header `hydrator.changed` on every hydrated output (`--no-changed-header` turns it off).
     changed_header: bool = True
+    # (input topic, table mark) for each input whose table `hydrator state bootstrap` read from
+    # Postgres (hydrator.core.visibility.TableMark): the engines read them from the bootstrap's
+    # snapshots topic when they start (plain tuples: Spark pickles the settings).
+    table_snapshots: tuple[tuple[str, tuple[int, ...]], ...] = ()

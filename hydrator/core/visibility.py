@@ -17,6 +17,15 @@ adds the epoch. Postgres keeps every live xid within 2^31 of every other, so the
 widened to the `xid8` nearest the snapshot with the same low 32 bits.
 
 A topic of full rows carries each row's position: an event at or before it is contained.
+
+A Postgres bootstrap also marks the table (`TableMark`, kept per input topic, not per key): the
+snapshot and the write-ahead log's position when it was taken. A row deleted or re-keyed before
+the snapshot is not in it, so no image carries the snapshot for its key; the table's mark places
+that key's events all the same (`table_contains`). The log position bounds the mark: an event
+whose position (Postgres: `source.sequence`, LSNs) has a part past it was written after the
+snapshot was taken, so its transaction committed after it, whatever its 32-bit id says. That
+keeps the mark true for good, also once transaction ids have gone round (2^31 transactions
+later a widened id would otherwise land in the snapshot's past).
 """
 
 from __future__ import annotations
@@ -95,6 +104,7 @@ def contains(
     image_position: Position | None,
     event_tx: int | None,
     event_position: Position | None,
+    log_position: int | None = None,
 ) -> bool:
     """Whether a row image bootstrapped under `mark` already holds an event's change.
 
@@ -102,7 +112,8 @@ def contains(
     `image_position` decides; an event whose position cannot be compared with it applies), else
     a Postgres snapshot (SourceSnapshot.to_mark). An event without a transaction id cannot be
     placed against a snapshot: it counts as contained, so it is never filled with a value that
-    may be later than it.
+    may be later than it. `log_position`: the snapshot's log position, when known (the mark
+    is its table's, TableMark): an event past it is not contained.
     """
     if not mark:
         return (
@@ -113,4 +124,36 @@ def contains(
         )
     if event_tx is None:
         return True
+    if log_position is not None and _past(event_position, log_position):
+        return False
     return visible(SourceSnapshot.from_mark(mark), event_tx)
+
+
+# A table's bootstrap mark: (log position, xmin, xmax, *xip), the snapshot as in `to_mark` after
+# the write-ahead log's position read in the same transaction, just after the snapshot.
+TableMark = tuple[int, ...]
+
+
+def table_mark(snapshot: SourceSnapshot, log_position: int) -> TableMark:
+    return (log_position, *snapshot.to_mark())
+
+
+def same_snapshot(table: TableMark, mark: tuple[int, ...]) -> bool:
+    """Whether an image's `mark` is the snapshot of the table mark `table`."""
+    return table[1:] == mark
+
+
+def table_contains(table: TableMark, event_tx: int | None, event_position: Position | None) -> bool:
+    """Whether the table's bootstrap snapshot already holds an event of a key the snapshot had
+    no row for: its transaction is visible in the snapshot, and its position is not past the
+    snapshot's log position. An event that cannot be placed (no transaction id, no position) is
+    not: with no image for its key, nothing would be filled from a later one anyway."""
+    if event_tx is None or event_position is None or _past(event_position, table[0]):
+        return False
+    return visible(SourceSnapshot.from_mark(table[1:]), event_tx)
+
+
+def _past(position: Position | None, log_position: int) -> bool:
+    """Some part of `position` is past `log_position` (each part of a Postgres position is an
+    LSN: the last commit's and the change's)."""
+    return position is not None and any(part > log_position for part in position)

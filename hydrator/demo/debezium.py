@@ -364,6 +364,9 @@ class _Bridge:
         self._engine.close()
         self._thread.join(30)
         self._producer.flush(30)
+        # The JVM keeps the handler (and so this bridge) alive past the engine: a producer left
+        # here would outlive the broker and log its disconnection at exit.
+        del self._producer
 
     def _run(self) -> None:
         try:

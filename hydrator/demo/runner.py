@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hydrator.config import RunConfig
+from hydrator.config import EmbeddedSettings, RunConfig
 from hydrator.demo import debezium, show
 from hydrator.demo.avro import AvroDocuments, AvroTranscoder, schema_id
 from hydrator.demo.feeds import FEEDS, Feed, feed_for
@@ -33,6 +33,7 @@ from hydrator.demo.truth import JSON, Documents, mismatches, truth_from_twin
 from hydrator.errors import ConfigurationError
 from hydrator.events import RawRecord
 from hydrator.formats.options import FormatOptions
+from hydrator.kafka.client_config import ClientSettings
 from hydrator.kafka.local_broker import LocalBroker
 
 APPLICATION_ID = "hydrator-demo"
@@ -287,15 +288,14 @@ def _hydrate(
 
     engine = EmbeddedEngine(
         RunConfig(
-            engine="embedded",
-            bootstrap_servers=bootstrap,
+            kafka=ClientSettings(bootstrap),
             input_topics=(topic,),
             output_suffix=OUTPUT_SUFFIX,
-            state_dir=state_dir,
             application_id=APPLICATION_ID,
             available_now=True,
             format_options=format_options or FormatOptions(),
-        )
+        ),
+        EmbeddedSettings(state_dir=state_dir),
     )
     engine.run()
     engine.leave_group()

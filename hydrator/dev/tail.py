@@ -23,13 +23,18 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 from hydrator.dev.render import TailRecord
 from hydrator.errors import ConfigurationError
 from hydrator.kafka.offsets import from_the_start, topic_ends
+from hydrator.names import did_you_mean
 
 POLL_S = 0.5
 TIMEOUT_S = 30.0
 
 
 class TopicMissing(ConfigurationError, LookupError):
-    """The topic does not exist on the broker."""
+    """The topic does not exist on the broker; `meant`: ` (did you mean X?)` or nothing."""
+
+    def __init__(self, message: str, meant: str = "") -> None:
+        super().__init__(message)
+        self.meant = meant
 
 
 @dataclass(frozen=True)
@@ -130,5 +135,15 @@ def _ends(config: dict[str, Any], topic: str) -> dict[int, int]:
         return topic_ends(config, topic)
     except KafkaException as exc:
         if exc.args and exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-            raise TopicMissing(f"topic {topic!r} does not exist") from None
+            meant = did_you_mean(topic, _topic_names(config))
+            raise TopicMissing(f"topic {topic!r} does not exist", meant) from None
         raise
+
+
+def _topic_names(config: dict[str, Any]) -> list[str]:
+    consumer = Consumer(config)
+    try:
+        topics = consumer.list_topics(timeout=TIMEOUT_S).topics
+    finally:
+        consumer.close()
+    return sorted(name for name in topics if not name.startswith("__"))

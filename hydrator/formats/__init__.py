@@ -27,7 +27,8 @@ class Format:
 
 # The order `--format auto` asks them in: a record is the first format that accepts its value.
 # A format whose values another format's `accepts` would also take comes before that one, with
-# a test in tests/unit/test_auto_format.py showing each format's records land where they belong.
+# a test in tests/unit/formats/test_auto_format.py showing each format's records land where
+# they belong.
 FORMATS: tuple[Format, ...] = (
     # before Debezium, whose `accepts` takes any value with an `op`
     Format("cassandra", lambda _: CassandraCodec()),

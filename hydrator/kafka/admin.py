@@ -1,13 +1,25 @@
-"""Topic administration the engines need: partition counts, create-if-absent and size limits."""
+"""Topic administration the engines need: partition counts, create-if-absent and size limits;
+and whether a consumer group (an application) has members."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
+from confluent_kafka import ConsumerGroupState, KafkaError, KafkaException
+from confluent_kafka.admin import (
+    AdminClient,
+    ConfigResource,
+    ConsumerGroupDescription,
+    NewTopic,
+    ResourceType,
+    TopicMetadata,
+)
+
+log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 30.0
 
@@ -34,6 +46,20 @@ def partition_counts(
         else:
             counts[name] = len(topic.partitions)
     return counts
+
+
+def missing_topics(
+    admin: AdminClient, topics: Iterable[str], timeout_s: float = DEFAULT_TIMEOUT_S
+) -> list[str]:
+    """Those of `topics` that do not exist."""
+    return [
+        name for name, count in partition_counts(admin, topics, timeout_s).items() if count is None
+    ]
+
+
+def topic_names(admin: AdminClient, timeout_s: float = DEFAULT_TIMEOUT_S) -> list[str]:
+    """The topics on the broker, but its own (`__consumer_offsets`...)."""
+    return sorted(n for n in admin.list_topics(timeout=timeout_s).topics if not n.startswith("__"))
 
 
 def ensure_topics(
@@ -63,7 +89,7 @@ def ensure_topics(
         except KafkaException as exc:
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise
-    _wait_visible(admin, [s.name for s in missing], timeout_s)
+    wait_until_led(admin, [s.name for s in missing], timeout_s)
     return created
 
 
@@ -88,14 +114,72 @@ def max_message_bytes(
     return limits
 
 
-def _wait_visible(admin: AdminClient, names: list[str], timeout_s: float) -> None:
-    """Creation is asynchronous on some brokers: wait until metadata lists every partition."""
+def wait_until_led(admin: AdminClient, names: list[str], timeout_s: float) -> None:
+    """Creation is asynchronous: the controller has a new topic before the brokers' metadata
+    lists it, and a partition is listed before it has a leader (Apache Kafka answers requests
+    for it with NOT_LEADER_FOR_PARTITION until then). Wait until every partition has one."""
     deadline = time.monotonic() + timeout_s
     while True:
-        counts = partition_counts(admin, names, timeout_s)
-        if all(counts[n] is not None for n in names):
+        metadata = admin.list_topics(timeout=timeout_s).topics
+        waiting = [name for name in names if not _led(metadata.get(name))]
+        if not waiting:
             return
         if time.monotonic() > deadline:
-            absent = [n for n in names if counts[n] is None]
-            raise TimeoutError(f"topics not visible after creation: {', '.join(absent)}")
+            raise TimeoutError(f"topics without a leader after creation: {', '.join(waiting)}")
         time.sleep(0.1)
+
+
+def _led(topic: TopicMetadata | None) -> bool:
+    return (
+        topic is not None
+        and topic.error is None
+        and bool(topic.partitions)
+        and all(p.error is None and p.leader >= 0 for p in topic.partitions.values())
+    )
+
+
+_ACTIVE = (
+    ConsumerGroupState.STABLE,
+    ConsumerGroupState.PREPARING_REBALANCING,
+    ConsumerGroupState.COMPLETING_REBALANCING,
+)
+
+
+def group_is_active(
+    admin: AdminClient | dict[str, Any], group: str, timeout_s: float = 30.0
+) -> bool:
+    """Whether the consumer group `group` has members now. Judged by the members the broker
+    lists and by the group's state: Tansu lists none, but says STABLE while a member is in (and
+    after: it keeps saying so once its members' sessions have expired). `admin`: a client, or
+    the configuration of one to make."""
+    description = _described(admin, group, timeout_s)
+    if description is None:
+        return False
+    return bool(description.members) or description.state in _ACTIVE
+
+
+def group_members(admin: AdminClient | dict[str, Any], group: str, timeout_s: float = 30.0) -> int:
+    """How many members the broker lists in the consumer group `group` (Tansu lists none)."""
+    description = _described(admin, group, timeout_s)
+    return len(description.members) if description is not None else 0
+
+
+def _described(
+    admin: AdminClient | dict[str, Any], group: str, timeout_s: float
+) -> ConsumerGroupDescription | None:
+    """The group as the broker describes it; None when it cannot say."""
+    where = ""
+    if isinstance(admin, dict):
+        where = f" at {admin['bootstrap.servers']}"
+        admin = AdminClient(admin)
+    futures = admin.describe_consumer_groups([group], request_timeout=timeout_s)
+    try:
+        return futures[group].result(timeout_s)
+    except KafkaException as exc:
+        log.debug("describe group %s: %s", group, exc)
+        return None
+    except TimeoutError:  # its own message is empty
+        raise TimeoutError(
+            f"no answer within {timeout_s:.0f} s from the broker{where} on whether consumer "
+            f"group {group} has members"
+        ) from None

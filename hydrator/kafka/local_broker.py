@@ -41,7 +41,7 @@ def free_port() -> int:
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """Runs in the broker's process before exec: a parent killed without cleaning up (a test
     runner that timed out, a SIGKILLed demo) takes its broker along, instead of leaving a
     memory-holding broker behind."""
@@ -92,7 +92,7 @@ class LocalBroker:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
         self._wait_ready(timeout_s)
         return self

@@ -36,6 +36,20 @@ _AT_THE_EDGE = (
 )
 
 
+# Answers that mean a partition's leader is not known yet, here or at the broker.
+_LEADERLESS = (
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError._UNKNOWN_PARTITION,
+)
+# A leader is elected within seconds; a partition unknown for longer is gone (a deleted topic).
+LEADER_WAIT_S = 10.0
+
+
+def _leader_unknown(error: object) -> bool:
+    return isinstance(error, KafkaError) and error.code() in _LEADERLESS
+
+
 class OffsetProbe:
     def __init__(self, config: dict[str, Any]) -> None:
         # No subscription and no commits: the group id is only required by the client.
@@ -74,9 +88,7 @@ class OffsetProbe:
         start = []
         lows: dict[tuple[str, int], int] = {}
         for topic, p in wanted:
-            low, reported = self._consumer.get_watermark_offsets(
-                TopicPartition(topic, p), timeout=TIMEOUT_S, cached=False
-            )
+            low, reported = self._listed(TopicPartition(topic, p))
             lows[(topic, p)] = low
             start.append(TopicPartition(topic, p, max(low, reported)))
         ends: dict[tuple[str, int], int] = {}
@@ -99,6 +111,23 @@ class OffsetProbe:
             self._consumer.unassign()
         lows.update(self.first_offsets({tp: low for tp, low in lows.items() if low > 0}))
         return {tp: (lows[tp], end) for tp, end in ends.items()}
+
+    def _listed(self, tp: TopicPartition) -> tuple[int, int]:
+        """ListOffsets(earliest, latest) of one partition, asked again while its leader is not
+        known yet (a topic just created, a broker just restarted: Apache Kafka answers
+        NOT_LEADER_FOR_PARTITION, the client's metadata an unknown partition)."""
+        deadline = time.monotonic() + LEADER_WAIT_S
+        while True:
+            try:
+                low, high = self._consumer.get_watermark_offsets(
+                    tp, timeout=TIMEOUT_S, cached=False
+                )
+                return low, high
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                if not _leader_unknown(error) or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.1)
 
     def first_offsets(self, listed: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
         """Where each partition starts, given ListOffsets(earliest) answers that may be too high

@@ -100,6 +100,12 @@ class RecordLimits:
     def limit(self, topic: str) -> int:
         return min(self.limits.get(topic, self.default), self.default)
 
+    def smallest(self) -> int:
+        """The least any written topic takes: a producer batch, which may mix the topics of a
+        partition leader, must stay under it (librdkafka does not split a batch the broker
+        refuses as too large; Kafka's Java producer does)."""
+        return min((self.limit(topic) for topic in self.limits), default=self.default)
+
     def fits(
         self, topic: str, key: bytes | None, value: bytes | None, headers: Headers | None
     ) -> bool:

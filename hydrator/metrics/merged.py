@@ -99,7 +99,8 @@ class MergedCollector(Collector):
 
 
 class MergedHealth:
-    def __init__(self, endpoints: Endpoints, workers: int) -> None:
+    def __init__(self, endpoints: Endpoints, workers: Callable[[], int]) -> None:
+        """`workers`: how many the run has (it may start with fewer than asked, workers.py)."""
         self._endpoints = endpoints
         self._workers = workers
 
@@ -112,7 +113,7 @@ class MergedHealth:
 
     def ready(self) -> Verdict:
         endpoints = self._endpoints()
-        for worker in range(self._workers):
+        for worker in range(self._workers()):
             port = endpoints.get(worker)
             answer = fetch(port, "/readyz") if port is not None else None
             if answer is None:

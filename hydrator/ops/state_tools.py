@@ -270,6 +270,9 @@ class _StoreValues:
     def peek(self, ref: LargeValue) -> Any:
         return NOT_AT_HAND
 
+    def holds(self, ref: LargeValue, packed: bytes) -> bool:
+        return False  # the tools only read
+
 
 def _key_state(partition: int, topic: str, key: str, data: bytes, reader: _StoreValues) -> KeyState:
     try:
@@ -307,7 +310,7 @@ class StoreStats:
     partition: int | None  # None for the totals
     keys: int = 0
     bytes: int = 0  # keys and encoded states, with their large values
-    large_values: int = 0  # column values kept apart from their rows, compressed
+    large_values: int = 0  # column values kept apart from their rows
     tombstones: int = 0  # deleted rows kept to drop late older events
     parked_keys: int = 0  # keys whose records wait for a key change's old image
     parked_records: int = 0

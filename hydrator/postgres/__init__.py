@@ -1,2 +1,3 @@
-"""Talking to a Postgres source: re-selecting rows for the re-select fallback, and encoding
-Postgres values exactly as Debezium's JSON converter ships them."""
+"""Postgres values exactly as Debezium's JSON converter ships them: what both the re-select
+client (hydrator/reselect/) and the state bootstrap (hydrator/bootstrap/) read from a Postgres
+source becomes what the connector would have sent."""

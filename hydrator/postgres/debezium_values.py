@@ -4,13 +4,15 @@ JsonConverter), for the connector settings in use. Pure functions over the value
 encoder here takes (`select_expression`).
 
 Two readers: the state bootstrap (hydrator/bootstrap/postgres.py) knows the connector's
-settings from its configuration (`encoder`); the re-select fallback (reselect.py) knows only the
-placeholder an event shipped for the column, which is spelled the way the column's values are
+settings from its configuration (`encoder`); the re-select fallback
+(hydrator/reselect/client.py) knows only the placeholder an event shipped for the column, which
+is spelled the way the column's values are
 (hydrator/formats/placeholders.py), so it reads the settings off that spelling
 (`shipped_encoder`, `encode_row`).
 
 The same values with or without `schemas.enable`: the envelope differs, `after` does not.
-Verified against real Debezium 3.6 snapshot events (tests/integration/test_bootstrap_postgres.py).
+Verified against real Debezium 3.6 snapshot events
+(tests/integration/cold_start/test_bootstrap_postgres_values.py).
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ from collections.abc import Sequence
 
 from confluent_kafka.admin import AdminClient
 
-from hydrator.kafka.admin import ensure_topics, max_message_bytes, partition_counts
+from hydrator.kafka.admin import ensure_topics, max_message_bytes, partition_counts, topic_names
+from hydrator.names import did_you_mean
 from hydrator.topology.layout import Topology, TopologyError
 
 
@@ -15,7 +16,8 @@ def input_partitions(admin: AdminClient, inputs: Sequence[str]) -> dict[str, int
     counts = partition_counts(admin, inputs)
     missing = [topic for topic, count in counts.items() if count is None]
     if missing:
-        raise TopologyError(f"--input-topic {missing[0]}: the topic does not exist")
+        meant = did_you_mean(missing[0], topic_names(admin))
+        raise TopologyError(f"--input-topic {missing[0]}: the topic does not exist{meant}")
     return {topic: count for topic, count in counts.items() if count is not None}
 
 

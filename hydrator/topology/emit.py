@@ -34,7 +34,7 @@ from hydrator.core.records import (
     OutputRecord,
     Transition,
 )
-from hydrator.core.reselect import HEADER_RESELECTED, HEADER_RESELECTED_CURRENT
+from hydrator.core.reselected import HEADER_RESELECTED, HEADER_RESELECTED_CURRENT
 from hydrator.events import Headers
 from hydrator.topology.layout import Topology
 from state.handoff import Handoff

@@ -4,7 +4,9 @@ Everything is co-partitioned: partition `p` of every input topic, of the handoff
 state changelog belong together (the embedded engine's task `p` owns them all), and outputs and
 dead letters keep their input's partition number. The internal topics are named after the
 application id: `<application-id>-handoff` (key changes' old images on their way to the new key),
-`-state` (the embedded engine's state changelog, compacted) and `-dlq` (dead letters).
+`-state` (the embedded engine's state changelog, compacted) and `-dlq` (dead letters); a state
+bootstrap adds `-bootstrap` (the Spark engine's bootstrapped rows) and `-snapshots` (the snapshot
+each table was bootstrapped in, one partition: hydrator/seeding/snapshots.py).
 """
 
 from __future__ import annotations
@@ -20,6 +22,13 @@ from hydrator.kafka.record_limits import TopicLimits
 from state.handoff import Handoff
 
 _DEFAULT_LIMITS = TopicLimits.for_max_record_bytes(HydrationSettings().max_record_bytes)
+# How the broker keeps the state changelog's batches. One transactional producer writes the
+# changelog with the outputs, so it compresses both alike (lz4, cheap for every reader of the
+# outputs); the broker recompresses the changelog's batches to zstd once as it writes them. Rows
+# and their large values are text the changelog keeps for as long as their keys live: zstd
+# batches took 0.28 of lz4's bytes on the bench's workload (large values are no longer
+# compressed one by one: state/large.py). A changelog topic that exists keeps its setting.
+CHANGELOG_COMPRESSION = "zstd"
 
 
 # The topics an application id owns beside its outputs, by what they hold: `<app-id>-<suffix>`.
@@ -28,6 +37,8 @@ INTERNAL_TOPICS = {
     "handoff": "key-change handoffs",
     "dlq": "dead letters",
     "bootstrap": "state bootstrap",  # the Spark engine's: `hydrator state bootstrap` writes it
+    # the snapshots tables were bootstrapped in (hydrator/seeding/snapshots.py), both engines'
+    "snapshots": "bootstrap snapshots",
 }
 
 
@@ -88,6 +99,9 @@ class Topology:
     partitions: int
     # max.message.bytes of the topics the engine creates (from --max-record-bytes)
     limits: TopicLimits = field(default=_DEFAULT_LIMITS)
+    # `hydrator dlq replay`: the dead-letter topic is read in place of the inputs (each dead
+    # letter unwrapped to the record it holds, hydrator/dlq/), with the application's state.
+    replaying: bool = False
 
     @property
     def inputs(self) -> tuple[str, ...]:
@@ -110,11 +124,27 @@ class Topology:
         return internal_topic(self.application_id, "bootstrap")
 
     @property
+    def read_inputs(self) -> tuple[str, ...]:
+        """The topics read as input: the input topics, or, replaying, the dead-letter topic."""
+        return (self.dlq_topic,) if self.replaying else self.inputs
+
+    @property
     def subscription(self) -> list[str]:
-        return [*self.inputs, self.handoff_topic]
+        return [*self.read_inputs, self.handoff_topic]
+
+    @property
+    def offset_topics(self) -> list[str]:
+        """The topics whose committed offsets say whether a changelog record's transaction
+        committed: a run's (inputs, handoffs) and a replay's (the dead-letter topic), since a run
+        restores what a replay wrote and the other way round."""
+        return [*self.inputs, self.handoff_topic, self.dlq_topic]
 
     def is_input(self, topic: str) -> bool:
         return topic in self.outputs
+
+    def is_read_input(self, topic: str) -> bool:
+        """Whether `topic` is read as input (an input topic; replaying, the dead-letter topic)."""
+        return topic == self.dlq_topic if self.replaying else topic in self.outputs
 
     def handoff_partition(self, handoff: Handoff) -> int:
         """The partition owning the new key: where Kafka's default partitioner put its records.
@@ -138,7 +168,11 @@ class Topology:
         specs = [TopicSpec(out, p, sized(limits.output)) for out in self.output_topics]
         specs.append(TopicSpec(self.handoff_topic, p, sized(limits.handoff)))
         if changelog:
-            config = {"cleanup.policy": "compact", **sized(limits.changelog)}
+            config = {
+                "cleanup.policy": "compact",
+                "compression.type": CHANGELOG_COMPRESSION,
+                **sized(limits.changelog),
+            }
             specs.append(TopicSpec(self.changelog_topic, p, config))
         specs.append(TopicSpec(self.dlq_topic, p, sized(limits.dlq)))
         return specs

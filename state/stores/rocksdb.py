@@ -4,6 +4,12 @@ Besides state records it keeps the changelog offset it reflects, written in the 
 as the records, so the store and its restore point can never disagree — not even after a crash
 in the middle of a write.
 
+Values are compressed here, per block, by RocksDB's own threads (zstd, on every level: the rows
+and their large values are text, and a flush or compaction compresses each block once, off the
+event's path; state/large.py no longer compresses values one by one). Closing a store writes
+its memtables out first, so what it leaves on disk is compressed tables rather than the
+uncompressed write-ahead log, and the next open has no log to replay.
+
 Every failure of RocksDB under a read or a write is raised as a `StorageError` naming the store
 (a damaged file as `StoreCorrupted`), never as rocksdict's plain Exception: a caller can tell a
 failing store from anything else, and the engine rebuilds that store from the changelog. Reads
@@ -19,7 +25,7 @@ import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from rocksdict import Options, Rdict, ReadOptions, WriteBatch
+from rocksdict import DBCompressionType, Options, Rdict, ReadOptions, WriteBatch
 
 from state.codec import decode_state, encode_state
 from state.errors import StorageError, StoreCorrupted
@@ -41,6 +47,9 @@ log = logging.getLogger(__name__)
 # How long the open-time check may read: past it, the rest of the store is checked as it is
 # read (every read verifies its blocks' checksums, and a failure is a StorageError).
 VERIFY_BUDGET_S = 120.0
+# What RocksDB writes in its OPTIONS file for the compression set below (tests read it back).
+COMPRESSION = "kZSTD"
+BOTTOMMOST_COMPRESSION = "kZSTD"
 
 
 class RocksDBStore:
@@ -52,6 +61,8 @@ class RocksDBStore:
         options = Options(raw_mode=True)
         options.create_if_missing(True)
         options.set_paranoid_checks(True)
+        options.set_compression_type(DBCompressionType.zstd())
+        options.set_bottommost_compression_type(DBCompressionType.zstd())
         try:
             self._db = Rdict(str(self.path), options)
         except Exception as exc:  # rocksdict raises plain Exception("Corruption: ...")
@@ -59,7 +70,7 @@ class RocksDBStore:
                 raise StoreCorrupted(str(exc), self.path) from exc
             raise
 
-    # -- the StateStore interface -----------------------------------------------------------
+    # -- decoded records (the state tools and tests) ------------------------------------------
 
     def get(self, key: bytes) -> StateRecord | None:
         data = self.get_raw(key)
@@ -76,6 +87,10 @@ class RocksDBStore:
             yield key, decode_state(data)
 
     def close(self) -> None:
+        try:
+            self._db.flush(True)
+        except Exception as exc:  # the write-ahead log still holds it: nothing is lost
+            log.warning("%s: could not write the memtables out before closing: %s", self.path, exc)
         self._db.close()
 
     # -- what the changelog needs -----------------------------------------------------------

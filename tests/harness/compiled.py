@@ -7,6 +7,8 @@ import sysconfig
 import tomllib
 from pathlib import Path
 
+from hydrator import stale_compiled_sources
+
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES: list[str] = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["toast-hydrator"][
     "compiled"
@@ -21,10 +23,5 @@ def compiled_modules() -> list[str]:
 
 def stale_compiled_modules() -> list[str]:
     """The sources in this tree that changed after their compiled module beside them was built
-    (an editable install's)."""
-    stale = []
-    for source in SOURCES:
-        built = ROOT / (source.removesuffix(".py") + EXTENSION)
-        if built.exists() and (ROOT / source).stat().st_mtime > built.stat().st_mtime:
-            stale.append(source)
-    return stale
+    (an editable install's): the package runs them interpreted (hydrator/__init__.py)."""
+    return stale_compiled_sources(ROOT)

@@ -75,9 +75,13 @@ class Output:
     schema_registry_url: str | None = None
     # ExtractNewRecordState with these settings first (None: no SMT)
     flatten: Mapping[str, str] | None = None
+    # the key and value converters' own settings (None: the project's, JSON_CONVERTER_SETTINGS)
+    converter_settings: Mapping[str, str] | None = None
 
     def serializer(self) -> ConnectSerializer:
-        return ConnectSerializer(self.schemas_enable, self.schema_registry_url, self.flatten)
+        return ConnectSerializer(
+            self.schemas_enable, self.schema_registry_url, self.flatten, self.converter_settings
+        )
 
 
 @dataclass
@@ -297,19 +301,23 @@ class DebeziumBridge:
             raise RuntimeError("Debezium bridge failed") from self._error
 
     def wait_for(self, count: int, topic: str | None = None, timeout_s: float = 60.0) -> int:
-        """Block until `count` records were produced (to `topic`, or in total); returns it."""
-        deadline = time.monotonic() + timeout_s
+        """Block until `count` records were produced (to `topic`, or in total); returns it. Fails
+        once `timeout_s` pass without a record more: a loaded machine slows Debezium down, a
+        stalled capture stops it."""
+        last_n, last_change = -1, time.monotonic()
         with self._cond:
             while True:
                 self.raise_if_failed()
                 n = self.produced[topic] if topic else sum(self.produced.values())
                 if n >= count:
                     return n
-                remaining = deadline - time.monotonic()
+                if n != last_n:
+                    last_n, last_change = n, time.monotonic()
+                remaining = last_change + timeout_s - time.monotonic()
                 if remaining <= 0:
                     raise TimeoutError(
-                        f"{n} of {count} records produced after {timeout_s}s; the engine: "
-                        f"{self.completion or 'running'}"
+                        f"{n} of {count} records produced, none more for {timeout_s}s; the "
+                        f"engine: {self.completion or 'running'}"
                     )
                 self._cond.wait(min(remaining, 0.5))
 

@@ -7,13 +7,18 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from confluent_kafka import Consumer, TopicPartition
+
+from hydrator.errors import EXIT_TEMPORARY
 from hydrator.topology.layout import internal_topic
-from tests.harness.topics import create_topic
+from tests.harness.spark_kafka import with_connector, with_test_jvm
+from tests.harness.topics import create_topic, end_offsets
 
 ASSIGNED = re.compile(r"assigned partitions \[([\d, ]*)\]")
 PROGRESS_RECORDS = re.compile(r"records (\d+), commits")
@@ -87,8 +92,9 @@ class App:
 
 
 def cli_command(args: list[str]) -> list[str]:
-    """`hydrator ARGS`, as the console script runs it."""
-    return [sys.executable, "-m", "hydrator.cli", *args]
+    """`hydrator ARGS`, as the console script runs it; a Spark run on Spark's Kafka connector
+    when the tests have its jars, its driver JVM tuned for a short run (spark_kafka.py)."""
+    return [sys.executable, "-m", "hydrator.cli", *with_test_jvm(with_connector(list(args)))]
 
 
 def run_to_completion(
@@ -134,11 +140,18 @@ class HydratorProcess:
     def log(self) -> str:
         return self.log_path.read_text()
 
-    def wait_for_log(self, pattern: str | re.Pattern[str], timeout_s: float = 60) -> re.Match[str]:
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def wait_for_log(
+        self, pattern: str | re.Pattern[str], timeout_s: float = 60, since: int = 0
+    ) -> re.Match[str]:
+        """The first match of `pattern` in the log (from character `since` on, as `len(log)`
+        told earlier), waited for."""
         regex = re.compile(pattern) if isinstance(pattern, str) else pattern
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            match = regex.search(self.log)
+            match = regex.search(self.log, since)
             if match:
                 return match
             if self.process.poll() is not None:
@@ -212,3 +225,76 @@ class HydratorProcess:
                 self.process.kill()
             self.process.wait(10)
         self._log.close()
+
+
+def wait_until_committed(
+    bootstrap: str,
+    group: str,
+    topic: str,
+    processes: HydratorProcess | list[HydratorProcess],
+    timeout_s: float,
+) -> None:
+    """Until the group's committed offsets reach the ends of `topic` and the last progress line
+    of each process holds nothing parked: a record parked for a key's handoff has its offset
+    committed, but its output waits for the handoff, which is read back only once the batch
+    that wrote it has committed (with long batch intervals, seconds after the offsets)."""
+    running = processes if isinstance(processes, list) else [processes]
+    ends = end_offsets(bootstrap, topic)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for process in running:
+                assert process.running(), process.log
+            committed = consumer.committed([TopicPartition(topic, p) for p in ends], timeout=10)
+            at_ends = all(tp.offset >= ends[tp.partition] for tp in committed)
+            unparked = all(_last_progress(p.log).startswith("parked 0,") for p in running)
+            if at_ends and unparked:
+                return
+            time.sleep(1)
+    finally:
+        consumer.close()
+    logs = "\n".join(p.log[-5000:] for p in running)
+    raise AssertionError(f"{topic} not committed and unparked in {timeout_s}s:\n{logs}")
+
+
+def _last_progress(log: str) -> str:
+    """The last progress line from its parked count on ('' when there is none yet)."""
+    found = re.findall(r"hydrator\.progress: .*?(parked \d+,.*)", log)
+    return found[-1] if found else ""
+
+
+class ServiceProcess(HydratorProcess):
+    """A long-running `hydrator run` kept up as a service manager (systemd's
+    `RestartForceExitStatus=75`, a Kubernetes pod) keeps it: started again whenever it exits
+    with 75, the code that asks for exactly that. `restarts` counts them."""
+
+    def __init__(self, args: list[str], log_path: Path) -> None:
+        self.restarts = 0
+        self._stopping = False
+        super().__init__(args, log_path)
+        self._watch = threading.Thread(target=self._keep_up, daemon=True)
+        self._watch.start()
+
+    def _keep_up(self) -> None:
+        while not self._stopping:
+            process = self.process
+            if process is not None and process.poll() == EXIT_TEMPORARY and not self._stopping:
+                self._log.close()
+                self.restarts += 1
+                self.start()
+            time.sleep(0.2)
+
+    def running(self) -> bool:
+        """Between an exit with 75 and the start that follows it too."""
+        code = self.process.poll() if self.process is not None else None
+        return code is None or (code == EXIT_TEMPORARY and not self._stopping)
+
+    def terminate(self, timeout_s: float = 60) -> int:
+        self._stopping = True
+        self._watch.join()
+        return super().terminate(timeout_s)
+
+    def __exit__(self, *exc: object) -> None:
+        self._stopping = True
+        super().__exit__(*exc)

@@ -12,7 +12,7 @@ from typing import Any
 from confluent_kafka import Producer
 
 from hydrator.core.records import HEADER_FILLED, HEADER_SOURCE
-from hydrator.core.reselect import HEADER_RESELECTED, HEADER_RESELECTED_CURRENT
+from hydrator.core.reselected import HEADER_RESELECTED, HEADER_RESELECTED_CURRENT
 from tests.harness import oracle
 from tests.harness.debezium import create_topics
 

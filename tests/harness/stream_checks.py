@@ -35,3 +35,14 @@ def check_hydrated(src: str, out: Consumed, record: ChangeRecord) -> None:
     assert got is not None, src
     for name in COMPARED:
         assert got[name] == record.truth[name], f"{src} ({record.kind}): {name} wrongly hydrated"
+
+
+def check_key_order(copies: dict[str, list[Consumed]]) -> None:
+    """Each key's outputs (first copies) come in the order of their input records."""
+    by_key: dict[tuple[int, bytes | None], list[tuple[int, int]]] = defaultdict(list)
+    for src, outs in copies.items():
+        first = outs[0]
+        by_key[(first.partition, first.key)].append((first.offset, int(src.rsplit(":", 1)[1])))
+    for key, pairs in by_key.items():
+        in_output_order = [offset for _, offset in sorted(pairs)]
+        assert in_output_order == sorted(in_output_order), f"{key} out of order"

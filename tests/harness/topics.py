@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from hydrator.kafka.admin import wait_until_led
 from hydrator.kafka.offsets import from_the_start, topic_ends
 
 Headers = list[tuple[str, bytes | None]]
@@ -31,16 +32,18 @@ class Consumed:
         return None
 
 
-def create_topic(bootstrap_servers: str, name: str, partitions: int) -> None:
+def create_topic(
+    bootstrap_servers: str, name: str, partitions: int, config: dict[str, str] | None = None
+) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap_servers})
-    admin.create_topics([NewTopic(name, partitions, -1)])[name].result(30)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        topic = admin.list_topics(name, timeout=10).topics.get(name)
-        if topic is not None and topic.error is None and len(topic.partitions) == partitions:
-            return
-        time.sleep(0.1)
-    raise TimeoutError(f"topic {name} not visible")
+    admin.create_topics([NewTopic(name, partitions, -1, config=config or {})])[name].result(30)
+    wait_until_led(admin, [name], 30)
+
+
+def topic_exists(bootstrap_servers: str, name: str) -> bool:
+    """Asked of the whole cluster's metadata: asking Tansu about one topic creates it."""
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    return name in admin.list_topics(timeout=10).topics
 
 
 def partition_count(bootstrap_servers: str, name: str) -> int | None:

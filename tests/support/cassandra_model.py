@@ -467,7 +467,7 @@ def payload_of(value: bytes) -> dict[str, Any]:
 
 def fuzz_seed_documents(with_schema: bool) -> list[tuple[Any, Any]]:
     """Real-looking (key document, value document) pairs of each kind the connector writes,
-    for tests/unit/test_fuzz_decoders.py to mutate."""
+    for tests/unit/formats/test_fuzz_decoders.py to mutate."""
     table = CassandraTable(with_schema, rng=random.Random(7))
     table.insert((1, "a"), {"name": "Anne", "score": 2**63 - 1, "price": "1.10"}, ttl_s=3)
     table.update((1, "a"), {"tags": ["x"], "note": None})

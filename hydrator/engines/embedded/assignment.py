@@ -64,6 +64,8 @@ class Assignment:
         self._local_handoffs = LocalHandoffs(self.tasks)
         self._suspended: dict[int, Task] = {}
         self.partitions: list[TopicPartition] = []
+        # The group's committed offsets as last given (the loop's, moved by its commits).
+        self.committed = CommittedOffsets()
         self.assigned_once = False
         self._topology = topology
         self._state_dir = state_dir
@@ -77,9 +79,15 @@ class Assignment:
         self._large_value_compression = large_value_compression
         self._on_change = on_change
 
+    @property
+    def local_handoffs(self) -> LocalHandoffs:
+        """The queue of handoffs between this process's tasks."""
+        return self._local_handoffs
+
     def open(self, partitions: list[TopicPartition], committed: CommittedOffsets) -> None:
         """Take over `partitions`; `committed` holds the group's committed offsets of every
         partition (a restore judges a changelog record by any of them)."""
+        self.committed = committed
         by_number = self._check_co_partitioned(partitions)
         # Held from now on, while their stores open (and restore).
         self._on_change(set(self.tasks) | set(by_number))

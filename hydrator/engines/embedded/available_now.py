@@ -21,18 +21,23 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
-from typing import Protocol
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Protocol
 
 from confluent_kafka import Consumer, TopicPartition
 
 from hydrator.kafka.offsets import OffsetProbe
 from hydrator.topology.layout import Topology
 
+if TYPE_CHECKING:
+    from hydrator.engines.embedded.assignment import Assignment
+
 log = logging.getLogger(__name__)
 
 COMMITTED_TIMEOUT_S = 30.0
 WAITING_LOG_S = 10.0
+# How often the loop's turns ask whether the run is done.
+CHECK_INTERVAL_S = 0.25
 
 
 class Siblings(Protocol):
@@ -73,17 +78,54 @@ class AvailableNow:
         topology: Topology,
         settle_s: float = 0.0,
         siblings: Siblings | None = None,
+        input_ends: Mapping[tuple[str, int], int] | None = None,
     ) -> None:
+        """`input_ends`: the goals of the topics read as input, when they are not their ends now
+        (a replay's, kept from its start: dlq_replay.py)."""
         self._consumer = consumer
         self._settle_s = settle_s
         self.siblings = siblings or NoSiblings()
         self._settle_until: float | None = None  # set when this instance's part is first done
         self._probe = probe
         self._topology = topology
-        self.input_ends = probe.ends(
-            (topic, p) for topic in topology.inputs for p in range(topology.partitions)
-        )
+        if input_ends is None:
+            input_ends = probe.ends(
+                (topic, p) for topic in topology.read_inputs for p in range(topology.partitions)
+            )
+        self.input_ends = dict(input_ends)
         self._last_waiting_log = 0.0
+        self._last_check = 0.0
+
+    def finished(self, assignment: Assignment, commit: Callable[[], None]) -> bool:
+        """Whether the run is done, asked after each turn of the loop (at most every
+        CHECK_INTERVAL_S): every input read to its goal, the open batch committed (`commit`),
+        no key parked, every handoff applied, the whole group's part done, and the sibling
+        workers done too."""
+        if not assignment.assigned_once:
+            return False
+        if time.monotonic() - self._last_check < CHECK_INTERVAL_S:
+            return False
+        self._last_check = time.monotonic()
+        siblings = self.siblings
+        if siblings.run_done():
+            return True
+        owned = list(assignment.partitions)
+        reached, pending = self.inputs_pending(owned)
+        if reached:
+            # Records keep arriving after the snapshot: stop fetching them, or the run never
+            # ends. (Records already fetched past the goal are processed; that is harmless.)
+            self._consumer.pause(reached)
+        if pending:
+            siblings.finish_together(False)
+            return False
+        commit()
+        finished = (
+            assignment.parked == 0
+            and self.handoffs_done(owned)
+            # the partitions of other (or stopped) members count too
+            and self.group_done(owned)
+        )
+        return siblings.finish_together(finished)
 
     def inputs_pending(
         self, owned: Iterable[TopicPartition]
@@ -92,7 +134,7 @@ class AvailableNow:
         reached: list[TopicPartition] = []
         pending: list[TopicPartition] = []
         for tp in owned:
-            if self._topology.is_input(tp.topic):
+            if self._topology.is_read_input(tp.topic):
                 done = self.position(tp) >= self.input_ends[(tp.topic, tp.partition)]
                 (reached if done else pending).append(tp)
         return reached, pending
@@ -115,7 +157,7 @@ class AvailableNow:
         handoff = self._topology.handoff_topic
         others = [
             (topic, p)
-            for topic in (*self._topology.inputs, handoff)
+            for topic in (*self._topology.read_inputs, handoff)
             for p in range(self._topology.partitions)
             if (topic, p) not in mine
         ]
@@ -172,8 +214,9 @@ class AvailableNow:
     def _commit_skipped(self, owned: list[TopicPartition]) -> None:
         """Commit positions that moved past transaction markers only, with nothing processed:
         other members judge this instance's partitions by the committed offsets, and two
-        instances waiting for each other's markers would wait forever."""
-        if not owned:
+        instances waiting for each other's markers would wait forever. A replay has no other
+        members, and commits its own offsets (never past its goal, with the goal kept)."""
+        if not owned or self._topology.replaying:
             return
         positions = {
             (tp.topic, tp.partition): tp.offset

@@ -20,7 +20,8 @@ later. Only an in-process restart after a failure closes the consumer (and so le
 
 The engine is also what each worker process of a run with --workers N runs (workers.py): it is
 then told which worker it is, and that decides its lock, its transactional id and its share of
-the state cache.
+the state cache. And it is what `hydrator dlq replay` runs, in one process, with the dead-letter
+topic as its input (dlq_replay.py).
 """
 
 from __future__ import annotations
@@ -31,24 +32,34 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
-from hydrator.config import RunConfig
+from hydrator.config import EmbeddedSettings, RunConfig
 from hydrator.core.hydrator import Hydrator
+from hydrator.dlq.command import replay_command
+from hydrator.dlq.selection import Selection
+from hydrator.dlq.topic import dead_letter_partitions
 from hydrator.engines.embedded.assignment import Assignment
 from hydrator.engines.embedded.available_now import AvailableNow
 from hydrator.engines.embedded.counts import RunCounts
-from hydrator.engines.embedded.loop import StreamLoop
+from hydrator.engines.embedded.dlq_replay import (
+    DlqInput,
+    ReplayRefused,
+    wait_for_members_to_leave,
+)
+from hydrator.engines.embedded.loop import LoopSettings, StreamLoop
 from hydrator.engines.embedded.metrics import EmbeddedMetrics, Phase, partition_lag
 from hydrator.engines.embedded.progress import Progress, ProgressSink, Reporter
-from hydrator.engines.embedded.reselect import batch_reselect
+from hydrator.engines.embedded.reselect_step import batch_reselect
 from hydrator.engines.embedded.restore import Restorer, RestoreStopped, set_aside
+from hydrator.engines.embedded.run_parts import RunParts
 from hydrator.engines.embedded.sized_sink import SizeCheckedSink
-from hydrator.engines.embedded.state_dir import StateDirectory
+from hydrator.engines.embedded.state_dir import StateDirectory, StateDirLocked
 from hydrator.engines.embedded.topics import prepare_topology, record_limits
 from hydrator.engines.embedded.transaction import TransactionalWriter, TransactionFailed
 from hydrator.engines.embedded.watchdog import (
@@ -64,8 +75,9 @@ from hydrator.kafka.client_config import FETCH_QUEUE_BACKOFF_MS, ClientSettings,
 from hydrator.kafka.offsets import OffsetProbe
 from hydrator.kafka.reachability import backoff_s, client_logger, wait_for_broker
 from hydrator.metrics.dead_letter_ratio import check_dead_letters
+from hydrator.seeding.snapshots import read_marks
 from hydrator.topology.emit import TopicWriter
-from hydrator.topology.layout import Topology
+from hydrator.topology.layout import Topology, internal_topic
 from state.errors import StorageError, StoreCorrupted
 
 if TYPE_CHECKING:
@@ -118,11 +130,23 @@ FENCE_TIMEOUT_S = 60.0
 
 class EmbeddedEngine:
     def __init__(
-        self, config: RunConfig, hydrator: Hydrator | None = None, worker: Worker | None = None
+        self,
+        config: RunConfig,
+        embedded: EmbeddedSettings,
+        hydrator: Hydrator | None = None,
+        worker: Worker | None = None,
+        replay: Selection | None = None,
     ) -> None:
         """`worker`: this process is that worker of a run with several (None: the run's only
-        process)."""
+        process). `replay`: replay these dead letters of the application instead of reading
+        its inputs (`hydrator dlq replay`: one process, until the dead-letter topic is drained
+        up to its end at start)."""
+        if replay is not None:
+            config = replace(config, available_now=True)
+            embedded = replace(embedded, workers=1)
         self.config = config
+        self.embedded = embedded
+        self.replay = replay
         self.hydrator = hydrator or Hydrator(
             codec_for(config.format, config.format_options), config.hydration
         )
@@ -132,10 +156,10 @@ class EmbeddedEngine:
         self.metrics = EmbeddedMetrics(
             config.application_id,
             config.input_topics,
-            config.commit_interval_ms,
+            embedded.commit_interval_ms,
             self.run_counts,
             watchdog.in_call_with_time,
-            backlog_commit_interval_ms=config.backlog_commit_interval_ms,
+            backlog_commit_interval_ms=embedded.backlog_commit_interval_ms,
         )
         self.worker = worker
         self._stop = threading.Event()
@@ -165,11 +189,12 @@ class EmbeddedEngine:
 
     def run(self) -> None:
         config = self.config
-        clients = ClientSettings(config.bootstrap_servers, config.kafka_properties)
+        clients = config.kafka
         # The state directory first: a bad --state-dir must not leave topics behind.
-        state_dir = StateDirectory(config.state_dir, config.application_id)
+        state_dir = StateDirectory(self.embedded.state_dir, config.application_id)
         if self.worker is None:
-            state_dir.lock()
+            self._lock(state_dir)
+            log.info(state_dir.where(internal_topic(config.application_id, "state")))
         else:
             state_dir.lock_worker(self.worker.index)
         signals = STANDALONE if self.worker is None else WORKER
@@ -177,7 +202,10 @@ class EmbeddedEngine:
             with watchdog.running(signals), _stop_on_signals(self._stop, signals):
                 if not self._wait_for_broker(clients):
                     return
+                if self.replay is not None and not self._prepare_replay(clients):
+                    return
                 topology = self._topology(clients)
+                self._take_table_marks(clients)
                 if self._index == 0:
                     self._fence_missing_workers(clients, state_dir)
                 if self.worker is not None:
@@ -189,8 +217,46 @@ class EmbeddedEngine:
         if config.available_now and self.worker is None and not self._stop.is_set():
             # (with --workers the supervisor checks the run's totals)
             check_dead_letters(
-                self.counts["records"], self.counts["dead_letters"], config.max_dlq_ratio
+                self.counts["records"],
+                self.counts["dead_letters"],
+                config.max_dlq_ratio,
+                replay_command(config, self.embedded.state_dir),
             )
+
+    def _take_table_marks(self, clients: ClientSettings) -> None:
+        """The snapshots the inputs' tables were bootstrapped in (hydrator/seeding/
+        snapshots.py), for the core's rule on keys the snapshot had no row for."""
+        marks = read_marks(clients, self.config.application_id, self.config.input_topics)
+        settings = self.hydrator.settings
+        if marks != settings.table_snapshots:
+            settings = replace(settings, table_snapshots=marks)
+            self.hydrator = Hydrator(self.hydrator.codec, settings)
+
+    def _lock(self, state_dir: StateDirectory) -> None:
+        try:
+            state_dir.lock()
+        except StateDirLocked as exc:
+            if self.replay is None:
+                raise
+            raise ReplayRefused(
+                f"{state_dir.path} is in use: a run of the application is running here; stop "
+                "it, then replay"
+            ) from exc
+
+    def _prepare_replay(self, clients: ClientSettings) -> bool:
+        """Before a replay lays out its topics: the dead-letter topic must exist (a replay
+        creates no topics for an id that never ran), and no run of the application may be in
+        its consumer group (a run that ended a moment ago leaves when its session times out:
+        waited for). False when a stop was requested while waiting."""
+        admin = _client(AdminClient, clients.admin())
+        dead_letter_partitions(admin, self.config.application_id)
+        session_ms = float(clients.consumer(self._consumer_settings())["session.timeout.ms"])
+        return wait_for_members_to_leave(
+            admin,
+            self.config.application_id,
+            2 * session_ms / 1000 + 5,
+            self._should_stop,
+        )
 
     def _should_stop(self) -> bool:
         """Whether a stop was requested; every loop the engine waits in asks, so an answer
@@ -238,11 +304,15 @@ class EmbeddedEngine:
         base = f"{self.config.application_id}-{state_dir.process_id()}"
         return base if index == 0 else f"{base}-{index}"
 
-    def _wait_for_broker(self, clients: ClientSettings) -> bool:
-        """False when a stop was requested while waiting."""
+    def _wait_for_broker(self, clients: ClientSettings, at_start: bool = True) -> bool:
+        """False when a stop was requested while waiting. `at_start`: a host name that does not
+        resolve ends the run at once (after an outage it is waited for)."""
         self.metrics.enter(Phase.WAITING_FOR_BROKER)
         return wait_for_broker(
-            clients.admin(), self.config.startup_timeout_ms / 1000, self._should_stop
+            clients.admin(),
+            self.embedded.startup_timeout_ms / 1000,
+            self._should_stop,
+            at_start=at_start,
         )
 
     def _run_recovering(
@@ -282,7 +352,9 @@ class EmbeddedEngine:
                     delay,
                     restarts,
                 )
-            if not _sleep_unless(delay, self._should_stop) or not self._wait_for_broker(clients):
+            if not _sleep_unless(delay, self._should_stop):
+                return
+            if not self._wait_for_broker(clients, at_start=False):
                 return
 
     def _set_store_aside(self, failure: StorageError, topology: Topology) -> None:
@@ -298,15 +370,66 @@ class EmbeddedEngine:
 
     def _run(self, clients: ClientSettings, topology: Topology, state_dir: StateDirectory) -> None:
         config = self.config
+        run = self._open(clients, topology, state_dir)
+        reselect = batch_reselect(self.hydrator, config)
+        try:
+            run.writer.init()
+            replay = None
+            if self.replay is not None:
+                replay = DlqInput(run.consumer, run.writer, topology, self.replay, self.run_counts)
+                replay.start(run.probe)
+            parts = RunParts(
+                run.consumer, run.writer, run.assignment, topology, self.run_counts, self.metrics
+            )
+            settings = LoopSettings(
+                self.embedded.commit_interval_ms,
+                self.embedded.backlog_commit_interval_ms,
+                new_partitions_from_first_record=_resets_to_earliest(run.consumer_config),
+                new_inputs_at_end=run.probe.ends
+                if _resets_to_latest(run.consumer_config)
+                else None,
+            )
+            available_now = self._available_now(run, topology, replay)
+            progress = self._progress(parts, replay)
+            loop = StreamLoop(parts, settings, progress, available_now, reselect, replay)
+            self.metrics.enter(Phase.RUNNING, run.assignment)
+            loop.run(self._should_stop)
+            self.metrics.enter(Phase.STOPPING)
+        finally:
+            # The loop has committed (or, failing, aborted) its last batch. The consumer stays
+            # open: the group member ends with the process (see the module's note); an
+            # in-process restart closes it (`_leave_group`).
+            self._member = run.consumer
+            if reselect is not None:
+                reselect.client.close()
+            run.close()
+
+    def _open(
+        self, clients: ClientSettings, topology: Topology, state_dir: StateDirectory
+    ) -> _RunClients:
+        """The clients and the tasks' owner of one start of the engine."""
+        config = self.config
         restore = {
             **topology.limits.consumer,
             "group.id": f"{config.application_id}-restore",
             "logger": client_logger(),
         }
-        producer_config = clients.producer(self._producer_settings(state_dir, topology))
+        producer_settings = self._producer_settings(state_dir, topology)
+        limits = record_limits(
+            _client(AdminClient, clients.admin()),
+            topology,
+            int(clients.producer(producer_settings)["message.max.bytes"]),
+        )
+        # Batches fit the topics as the broker has them (a topic made beforehand at a broker's
+        # 1 MB default takes less than the engine's own would).
+        producer_settings["batch.size"] = min(producer_settings["batch.size"], limits.smallest())
+        producer_config = clients.producer(producer_settings)
         producer = _client(Producer, producer_config)
         consumer_settings = {**topology.limits.consumer, **self._consumer_settings()}
         consumer_config = clients.consumer(consumer_settings)
+        if self.replay is not None:
+            # the dead letters no replay has read yet are read from the first
+            consumer_config["auto.offset.reset"] = "earliest"
         consumer = _client(Consumer, consumer_config)
         probe = OffsetProbe(clients.consumer(restore))
         restorer = Restorer(
@@ -317,11 +440,6 @@ class EmbeddedEngine:
             self.counts,
         )
         writer = TransactionalWriter(producer, topology)
-        limits = record_limits(
-            _client(AdminClient, clients.admin()),
-            topology,
-            int(producer_config["message.max.bytes"]),
-        )
         sink = SizeCheckedSink(
             TopicWriter(topology, writer.write), limits, topology, self.run_counts
         )
@@ -334,70 +452,48 @@ class EmbeddedEngine:
             self.run_counts,
             probe,
             # The budget is the run's: each worker takes its share.
-            config.state_cache_bytes // self._workers,
+            self.embedded.state_cache_bytes // self._workers,
             config.large_value_threshold,
             config.large_value_compression,
             self.worker.claim if self.worker is not None else lambda owned: None,
         )
-        reselect = batch_reselect(self.hydrator, config)
-        try:
-            writer.init()
-            # A stopped member keeps its partitions until its session expires; then the group
-            # needs a rebalance to hand them over.
-            settle_s = 2 * float(consumer_config["session.timeout.ms"]) / 1000
-            available_now = (
-                AvailableNow(consumer, probe, topology, settle_s, self.worker)
-                if config.available_now
-                else None
-            )
+        return _RunClients(producer, consumer, consumer_config, probe, restorer, writer, assignment)
 
-            def lag() -> dict[str, int]:
-                return _topic_lag(consumer, assignment, topology)
+    def _progress(self, parts: RunParts, replay: DlqInput | None) -> ProgressSink:
+        def lag() -> dict[str, int]:
+            if replay is not None:
+                return replay.remaining()
+            return _topic_lag(parts.consumer, parts.assignment, parts.topology)
 
-            def parked() -> int:
-                return assignment.parked
+        def parked() -> int:
+            return parts.assignment.parked
 
-            progress: ProgressSink = (
-                Progress(self.counts, lag, parked, config.progress_interval_s)
-                if self.worker is None
-                # The supervisor logs the run's line (progress.py).
-                else Reporter(self.counts, lag, parked, self.worker.report, REPORT_INTERVAL_S)
-            )
-            loop = StreamLoop(
-                consumer,
-                writer,
-                assignment,
-                topology,
-                self.run_counts,
-                config.commit_interval_ms,
-                available_now,
-                progress,
-                self.metrics,
-                config.backlog_commit_interval_ms,
-                new_partitions_from_first_record=_resets_to_earliest(consumer_config),
-                reselect=reselect,
-            )
-            self.metrics.enter(Phase.RUNNING, assignment)
-            loop.run(self._should_stop)
-            self.metrics.enter(Phase.STOPPING)
-        finally:
-            # The loop has committed (or, failing, aborted) its last batch. The consumer stays
-            # open: the group member ends with the process (see the module's note); an
-            # in-process restart closes it (`_leave_group`).
-            self._member = consumer
-            if reselect is not None:
-                reselect.client.close()
-            assignment.close_all()
-            with blocking("closing the producer", CLOSE_TIMEOUT_S):
-                producer.flush(CLOSE_TIMEOUT_S)
-            with blocking("closing the restore consumers", CLOSE_TIMEOUT_S):
-                restorer.close()
-                probe.close()
+        if self.worker is None:
+            return Progress(self.counts, lag, parked, self.config.progress_interval_s)
+        # The supervisor logs the run's line (progress.py).
+        return Reporter(self.counts, lag, parked, self.worker.report, REPORT_INTERVAL_S)
+
+    def _available_now(
+        self, run: _RunClients, topology: Topology, replay: DlqInput | None
+    ) -> AvailableNow | None:
+        if not self.config.available_now:
+            return None
+        # A stopped member keeps its partitions until its session expires; then the group
+        # needs a rebalance to hand them over.
+        settle_s = 2 * float(run.consumer_config["session.timeout.ms"]) / 1000
+        return AvailableNow(
+            run.consumer,
+            run.probe,
+            topology,
+            settle_s,
+            self.worker,
+            replay.input_ends if replay is not None else None,
+        )
 
     def _topology(self, clients: ClientSettings) -> Topology:
         config = self.config
         admin = _client(AdminClient, clients.admin())
-        return prepare_topology(
+        topology = prepare_topology(
             admin,
             config.application_id,
             config.input_topics,
@@ -405,6 +501,7 @@ class EmbeddedEngine:
             config.output_suffix,
             config.hydration.max_record_bytes,
         )
+        return replace(topology, replaying=True) if self.replay is not None else topology
 
     def _consumer_settings(self) -> dict[str, Any]:
         return {
@@ -433,6 +530,28 @@ class EmbeddedEngine:
         }
 
 
+@dataclass(frozen=True)
+class _RunClients:
+    """What one start of the engine opens, and closes in order when it ends."""
+
+    producer: Producer
+    consumer: Consumer
+    consumer_config: dict[str, Any]
+    probe: OffsetProbe
+    restorer: Restorer
+    writer: TransactionalWriter
+    assignment: Assignment
+
+    def close(self) -> None:
+        """Everything but the consumer (see the module's note)."""
+        self.assignment.close_all()
+        with blocking("closing the producer", CLOSE_TIMEOUT_S):
+            self.producer.flush(CLOSE_TIMEOUT_S)
+        with blocking("closing the restore consumers", CLOSE_TIMEOUT_S):
+            self.restorer.close()
+            self.probe.close()
+
+
 def _topic_lag(consumer: Consumer, assignment: Assignment, topology: Topology) -> dict[str, int]:
     lag: Counter[str] = Counter()
     for (topic, _), records in partition_lag(consumer, assignment, topology).items():
@@ -444,6 +563,13 @@ def _resets_to_earliest(consumer_config: Mapping[str, Any]) -> bool:
     """Whether a partition without a committed offset is read from its start."""
     policy = str(consumer_config.get("auto.offset.reset", "largest")).lower()
     return policy in ("earliest", "smallest", "beginning")
+
+
+def _resets_to_latest(consumer_config: Mapping[str, Any]) -> bool:
+    """Whether a partition without a committed offset is read from its end (-X
+    consumer.auto.offset.reset=latest: a new application id skips the topic's history)."""
+    policy = str(consumer_config.get("auto.offset.reset", "largest")).lower()
+    return policy in ("latest", "largest", "end")
 
 
 def _client(kind: Any, config: dict[str, Any]) -> Any:

@@ -16,13 +16,16 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Protocol
 
+from hydrator.core.reselected import Reselected
 from state.handoff import Handoff
 
 
 class HandoffReceiver(Protocol):
     def now_ms(self) -> int: ...
 
-    def apply_handoff(self, handoff: Handoff, now_ms: int) -> None: ...
+    def apply_handoff(
+        self, handoff: Handoff, now_ms: int, reselected: Mapping[str, Reselected] | None = None
+    ) -> None: ...
 
 
 class LocalHandoffs:
@@ -33,6 +36,9 @@ class LocalHandoffs:
     def __init__(self, tasks: Mapping[int, HandoffReceiver]) -> None:
         self._tasks = tasks
         self._queue: deque[tuple[int, Handoff]] = deque()
+        # With --reselect: what the batch's re-select step read for the records a handoff
+        # releases (reselect_step.py), by record source; the loop sets it for each batch.
+        self.reselected: Mapping[str, Reselected] = {}
 
     def owns(self, partition: int) -> bool:
         return partition in self._tasks
@@ -47,4 +53,4 @@ class LocalHandoffs:
         while queue:
             partition, handoff = queue.popleft()
             task = self._tasks[partition]
-            task.apply_handoff(handoff, task.now_ms())
+            task.apply_handoff(handoff, task.now_ms(), self.reselected)

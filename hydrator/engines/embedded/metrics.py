@@ -151,13 +151,17 @@ class EmbeddedMetrics:
 def partition_lag(
     consumer: Consumer, assignment: Assignment, topology: Topology
 ) -> dict[tuple[str, int], int]:
-    """Per owned input partition: its high watermark (as last fetched) minus the position."""
+    """Per owned input partition (replaying: dead-letter partition): its high watermark (as last
+    fetched) minus the position. A partition nothing was read from since it was assigned has no
+    position yet (librdkafka gives one once it hands a record over): it stands at its committed
+    offset, else its lag is unknown."""
     lag = {}
-    owned = [tp for tp in assignment.partitions if topology.is_input(tp.topic)]
+    owned = [tp for tp in assignment.partitions if topology.is_read_input(tp.topic)]
     for tp in consumer.position(owned) if owned else []:
         _, high = consumer.get_watermark_offsets(
             TopicPartition(tp.topic, tp.partition), cached=True
         )
-        if tp.offset >= 0 and high >= 0:
-            lag[(tp.topic, tp.partition)] = max(high - tp.offset, 0)
+        position = tp.offset if tp.offset >= 0 else assignment.committed.of(tp.topic, tp.partition)
+        if position >= 0 and high >= 0:
+            lag[(tp.topic, tp.partition)] = max(high - position, 0)
     return lag

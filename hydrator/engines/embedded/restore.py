@@ -12,8 +12,8 @@ rebuilt from the changelog, and a changelog record that
 cannot be decoded is skipped, its key forgotten (no state is better than a wrong one), and
 reported with its offset and reason. A large value's record (state/large.py) is checked against
 its digest; a bad one is skipped the same way, and the task that opens the store next makes its
-row forget that column (state/task_store.py: only in a store rebuilt from the changelog, which
-lacks the value too). A stop request ends a restore between two fetches.
+row forget that column (state/embedded/changelog.py: only in a store rebuilt from the changelog,
+which lacks the value too). A stop request ends a restore between two fetches.
 
 With --workers, the store of a task may still be open in the worker that ran the task before a
 rebalance (it lets go at its own next assignment, or at its exit): opening waits for it.
@@ -81,6 +81,31 @@ def set_aside(path: Path, where: str, problem: StorageError, counts: Counter[str
     return aside
 
 
+def rebuild_reason(start: int | None, low: int, high: int) -> str:
+    """Why a local store that does not fit its changelog partition is rebuilt, and that this
+    loses nothing: the store is a cache of the changelog. `start`: the changelog offset the store
+    had read up to (None: it holds data without one); `[low, high]`: the partition's offsets."""
+    where = f"local store at offset {start} is outside the changelog [{low}, {high}]"
+    if start is None:
+        where = f"local store holds data but no changelog offset (the changelog is [{low}, {high}])"
+        what = "it was not written by this engine's restore or commit"
+    elif start > high:
+        what = (
+            "the changelog is not the one this store was written from: the topic was deleted "
+            "and created again (a restarted `hydrator dev broker` starts with no topics), or "
+            "this state directory was used against another broker or cluster"
+        )
+    else:
+        what = (
+            "records the store had not read yet were compacted out of the changelog while the "
+            "store was not in use"
+        )
+    return (
+        f"{where}: {what}. The local store only caches the changelog, so nothing is lost: "
+        "rebuilding it from the changelog"
+    )
+
+
 class Restorer:
     def __init__(
         self,
@@ -111,14 +136,7 @@ class Restorer:
         rebuilt = start is None or not low <= start <= high
         if start is None or rebuilt:  # `start is None` again for the type checker
             if start is not None or next(store.raw_items(), None) is not None:
-                log.warning(
-                    "%s-%d: local store at offset %s is outside the changelog [%d, %d]; rebuilding",
-                    self._topic,
-                    partition,
-                    start,
-                    low,
-                    high,
-                )
+                log.warning("%s-%d: %s", self._topic, partition, rebuild_reason(start, low, high))
             store.close()
             RocksDBStore.destroy(path)
             store = RocksDBStore(path)

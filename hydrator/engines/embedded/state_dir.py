@@ -58,6 +58,13 @@ class StateDirectory:
                 f"{self.path} is in use by another instance; give each instance its own --state-dir"
             )
 
+    def where(self, changelog_topic: str) -> str:
+        """The start-up line that says where the run keeps its state, and what it is."""
+        return (
+            f"local state in {self.path.absolute()} (--state-dir; a cache of the changelog "
+            f"topic {changelog_topic}, rebuilt from it when missing)"
+        )
+
     def lock_worker(self, index: int, wait_s: float = WORKER_LOCK_WAIT_S) -> None:
         """Take worker `index`'s place in the directory (its supervisor holds the directory)."""
         check_writable(self.path)

@@ -3,7 +3,7 @@
 It routes each record, loads its key's state from the task store, runs the pure core and sends
 what comes out to a `Sink`; it keeps the indexes derived from the states (timers, parked keys).
 What the state is made of (the open transaction's writes, the caches, large values out of line,
-the changelog's encoding) is the task store's (state/task_store.py).
+the changelog's encoding) is the task store's (state/embedded/).
 
 The core is given the task's processing-clock time (clock.py): timeouts count only the time the
 engine runs, and fire only once the task has caught up with what was waiting when it was assigned.
@@ -22,7 +22,7 @@ from hydrator.core.records import (
     OutputRecord,
     Transition,
 )
-from hydrator.core.reselect import Reselected
+from hydrator.core.reselected import Reselected
 from hydrator.engines.embedded.clock import (
     CLOCK_KEY,
     CatchUp,
@@ -32,17 +32,19 @@ from hydrator.engines.embedded.clock import (
 )
 from hydrator.engines.embedded.counts import UNATTRIBUTED, RunCounts
 from hydrator.engines.embedded.local_handoffs import LocalHandoffs
+from hydrator.engines.embedded.route_cache import RouteCache
 from hydrator.engines.embedded.timers import DeadlineIndex
 from hydrator.events import RawRecord, Read
 from hydrator.kafka.record_limits import record_bytes
 from hydrator.topology.emit import Sink, emit, leaving
 from hydrator.topology.layout import Topology
+from state.embedded.cache import DEFAULT_CACHE_BYTES
+from state.embedded.store import TaskStore
 from state.handoff import Handoff
 from state.large import DEFAULT_COMPRESSION, DEFAULT_THRESHOLD
 from state.layout import split_state_key, topic_of
 from state.record import StateRecord, state_key
 from state.stores.rocksdb import RocksDBStore
-from state.task_store import DEFAULT_CACHE_BYTES, RouteCache, TaskStore
 
 __all__ = ["DEFAULT_CACHE_BYTES", "Sink", "Task"]
 
@@ -108,7 +110,7 @@ class Task:
     # -- inputs ------------------------------------------------------------------------------
 
     def process(self, record: RawRecord, now_ms: int, reselected: Reselected | None = None) -> None:
-        """`reselected`: values read from the source for its placeholders (reselect.py)."""
+        """`reselected`: values read from the source for its placeholders (reselect_step.py)."""
         read = Read(record)  # routing and hydration share it: the value is parsed once
         route = self._route(read)
         if isinstance(route, DeadLetter):
@@ -122,9 +124,12 @@ class Task:
             self._apply(record.topic, key, state, step)
         self._local_handoffs.drain()
 
-    def receive_handoff(self, handoff: Handoff, now_ms: int) -> None:
-        """A handoff read from the handoff topic."""
-        self.apply_handoff(handoff, now_ms)
+    def receive_handoff(
+        self, handoff: Handoff, now_ms: int, reselected: Mapping[str, Reselected] | None = None
+    ) -> None:
+        """A handoff read from the handoff topic; `reselected`: values read from the source for
+        the records it releases (reselect_step.py)."""
+        self.apply_handoff(handoff, now_ms, reselected)
         self._local_handoffs.drain()
 
     def dead_letter(self, dead: DeadLetter) -> None:
@@ -169,7 +174,7 @@ class Task:
 
     @property
     def _cache(self) -> dict[bytes, tuple[object, int]]:
-        return self.states._cache
+        return self.states.cache.entries()
 
     @property
     def cache_used(self) -> int:
@@ -254,7 +259,8 @@ class Task:
         """Timers and parked keys are derived from the store: rebuilt after a restore. The task
         store checks its large values against the rows on the way: a store that disagrees with
         itself raises StoreInconsistent (it is rebuilt from the changelog), unless it was just
-        `rebuilt` from the changelog: then what the changelog lacks is forgotten (task_store.py)."""
+        `rebuilt` from the changelog: then what the changelog lacks is forgotten
+        (state/embedded/changelog.py)."""
         self._deadlines.clear()
         self._parked.clear()
         for key, state in self.states.sweep(rebuilt):
@@ -283,12 +289,14 @@ class Task:
             self._routes.remember(raw_key, route)
         return route
 
-    def apply_handoff(self, handoff: Handoff, now_ms: int) -> None:
+    def apply_handoff(
+        self, handoff: Handoff, now_ms: int, reselected: Mapping[str, Reselected] | None = None
+    ) -> None:
         """Apply a handoff to its new key's state, without draining the local queue (its caller
         does)."""
         key = state_key(handoff.topic, handoff.new_key)
         state = self.state(key)
-        step = self._hydrator.receive_handoff(state, handoff, now_ms)
+        step = self._hydrator.receive_handoff(state, handoff, now_ms, reselected)
         self._apply(handoff.topic, key, state, step)
 
     def _apply(self, topic: str, key: bytes, before: StateRecord | None, step: Transition) -> None:

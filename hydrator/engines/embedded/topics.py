@@ -64,6 +64,8 @@ def check_topic_error(topology: Topology, topic: str | None, error: KafkaError) 
         return
     if topology.is_input(topic):
         raise TopologyError(f"--input-topic {topic}: the topic no longer exists (deleted?)")
+    if topic == topology.dlq_topic and topology.replaying:
+        raise TopologyError(f"--application-id: its dead-letter topic {topic} no longer exists")
     if topic == topology.handoff_topic:
         raise TopologyError(
             f"--application-id: its internal topic {topic} no longer exists (deleted?); "

@@ -49,6 +49,11 @@ class TransactionalWriter:
         topic, partition, key, value, headers = record
         self._produce(topic, partition, key, value, list(headers) or None)
 
+    def write_at(self, record: KafkaRecord, timestamp_ms: int) -> None:
+        """`write`, with the record's timestamp given (a record copied as it was)."""
+        topic, partition, key, value, headers = record
+        self._produce(topic, partition, key, value, list(headers) or None, None, timestamp_ms)
+
     def serve_deliveries(self) -> None:
         """Let librdkafka free what the broker has acknowledged: a produced record is kept, its
         bytes with it, until its delivery report is served, and a long commit interval would
@@ -130,7 +135,9 @@ class TransactionalWriter:
         value: bytes | None,
         headers: Sequence[tuple[str, bytes | None]] | None,
         on_delivery: Any = None,
+        timestamp_ms: int = 0,
     ) -> None:
+        """`timestamp_ms` 0: the time of producing."""
         if not self.in_transaction:
             self.begin()
         self.records += 1
@@ -144,6 +151,7 @@ class TransactionalWriter:
                     # the stub's invariant List refuses (str, bytes) pairs; librdkafka reads them
                     headers=headers,  # type: ignore[arg-type]
                     on_delivery=on_delivery,
+                    timestamp=timestamp_ms,
                 )
                 return
             except BufferError:

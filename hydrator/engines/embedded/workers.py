@@ -59,12 +59,14 @@ from multiprocessing.context import SpawnContext, SpawnProcess
 from types import FrameType
 from typing import Any
 
-from hydrator.config import RunConfig
+from hydrator.config import EmbeddedSettings, RunConfig
+from hydrator.dlq.command import replay_command
 from hydrator.engines.embedded.progress import Report, RunProgress
 from hydrator.engines.embedded.state_dir import StateDirectory
 from hydrator.engines.embedded.watchdog import EXIT_STOPPED
-from hydrator.kafka.reachability import backoff_s
+from hydrator.kafka.reachability import backoff_s, client_logger, wait_for_broker
 from hydrator.metrics.dead_letter_ratio import EXIT_TOO_MANY_DEAD_LETTERS, too_many_dead_letters
+from hydrator.topology.layout import internal_topic
 
 log = logging.getLogger(__name__)
 
@@ -255,12 +257,13 @@ class Worker:
 # Sets up a worker process's logging, runs its engine and returns its exit code (hydrator.cli
 # passes its own, so that a worker ends with the codes a single-process run would). It must be
 # a module-level function: the worker process imports it by name.
-RunWorker = Callable[[RunConfig, Worker], int]
+RunWorker = Callable[[RunConfig, EmbeddedSettings, Worker], int]
 
 
 @dataclass(frozen=True)
 class _WorkerSpec:
     config: RunConfig
+    embedded: EmbeddedSettings
     worker: Worker
     run: RunWorker
     supervisor_pid: int
@@ -274,7 +277,7 @@ def _worker_main(spec: _WorkerSpec) -> None:
     signal.signal(signal.SIGINT, _exit_before_start)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
     _die_with_supervisor(spec.supervisor_pid)
-    sys.exit(spec.run(spec.config, spec.worker))
+    sys.exit(spec.run(spec.config, spec.embedded, spec.worker))
 
 
 def _exit_before_start(signum: int, frame: FrameType | None) -> None:
@@ -314,12 +317,12 @@ class _Slot:
 @dataclass
 class Supervisor:
     config: RunConfig
+    embedded: EmbeddedSettings
     run_worker: RunWorker
     context: SpawnContext = field(default_factory=lambda: multiprocessing.get_context("spawn"))
 
     def __post_init__(self) -> None:
-        self._slots = [_Slot(i) for i in range(self.config.workers)]
-        self._board = WorkerBoard(self.context, self.config.workers)
+        self._workers(self.embedded.workers)
         self._started = self.context.Event()
         self._gate_open = False
         self._stop_requests = 0
@@ -329,6 +332,11 @@ class Supervisor:
         self._cause: int | None = None
         self._ends: list[int] = []
         self._errors: list[str] = []  # the workers' Error: lines, in the order they came
+
+    def _workers(self, count: int) -> None:
+        """The run's workers are `count` (before any has started)."""
+        self._slots = [_Slot(i) for i in range(count)]
+        self._board = WorkerBoard(self.context, count)
 
     def run(self) -> int:
         """Start the workers, keep them running, and return the run's exit code:
@@ -342,12 +350,15 @@ class Supervisor:
           a worker ended with that was not 0;
         * --available-now: 0 once every worker has finished, EXIT_TOO_MANY_DEAD_LETTERS when
           the run dead-lettered more than --max-dlq-ratio of what it read."""
-        state_dir = StateDirectory(self.config.state_dir, self.config.application_id)
+        state_dir = StateDirectory(self.embedded.state_dir, self.config.application_id)
         state_dir.lock()
+        log.info(state_dir.where(internal_topic(self.config.application_id, "state")))
         try:
             state_dir.process_id()  # made here, before the workers would race to make it
-            state_dir.record_workers(max(self.config.workers, state_dir.recorded_workers()))
             with self._serving_metrics(), _signals_counted(self._stop_requested):
+                if not self._fit_to_input():
+                    return 0  # stopped while waiting for a broker
+                state_dir.record_workers(max(len(self._slots), state_dir.recorded_workers()))
                 self._supervise()
         finally:
             state_dir.unlock()
@@ -355,12 +366,39 @@ class Supervisor:
         if code == 0 and self.config.available_now and not self._stops_seen:
             totals = self._progress.totals
             line = too_many_dead_letters(
-                totals["records"], totals["dead_letters"], self.config.max_dlq_ratio
+                totals["records"],
+                totals["dead_letters"],
+                self.config.max_dlq_ratio,
+                replay_command(self.config, self.embedded.state_dir),
             )
             if line is not None:
                 log.error(line)
                 return EXIT_TOO_MANY_DEAD_LETTERS
         return code
+
+    def _fit_to_input(self) -> bool:
+        """With the default worker count (one per CPU), no more workers than the input has
+        partitions: one beyond would hold none, and idle. Asks the broker, waiting for it as the
+        engine does (a configuration error or no broker in time ends the run the same way);
+        False when stopped meanwhile. A missing input topic is left to worker 0 to report."""
+        if not self.embedded.workers_fit_input or len(self._slots) == 1:
+            return True
+        partitions = input_partition_count(
+            self.config, self.embedded.startup_timeout_ms, lambda: self._stop_requests > 0
+        )
+        if partitions is None:
+            return self._stop_requests == 0
+        if partitions < len(self._slots):
+            self._workers(max(partitions, 1))
+            log.info(
+                "%d worker%s: the input has %d partition%s, and a worker beyond them would "
+                "idle (--workers N sets the count)",
+                len(self._slots),
+                "" if len(self._slots) == 1 else "s",
+                partitions,
+                "" if partitions == 1 else "s",
+            )
+        return True
 
     @contextlib.contextmanager
     def _serving_metrics(self) -> Iterator[None]:
@@ -374,8 +412,9 @@ class Supervisor:
         from hydrator.metrics.merged import MergedCollector, MergedHealth
 
         registry = CollectorRegistry(auto_describe=False)
-        registry.register(MergedCollector(self._board.metrics_ports))
-        health = MergedHealth(self._board.metrics_ports, len(self._slots))
+        # the board and the slots as they are when asked: _fit_to_input may replace them
+        registry.register(MergedCollector(lambda: self._board.metrics_ports()))
+        health = MergedHealth(lambda: self._board.metrics_ports(), lambda: len(self._slots))
         server = MetricsServer(
             self.config.metrics_port, registry, health, host=self.config.metrics_host
         )
@@ -460,7 +499,7 @@ class Supervisor:
     def _start(self, slot: _Slot) -> None:
         reports, sender = self.context.Pipe(duplex=False)
         worker = Worker(slot.index, len(self._slots), self._board, self._started, sender)
-        spec = _WorkerSpec(self.config, worker, self.run_worker, os.getpid())
+        spec = _WorkerSpec(self.config, self.embedded, worker, self.run_worker, os.getpid())
         process = self.context.Process(
             target=_worker_main, args=(spec,), name=f"hydrator-worker-{slot.index}"
         )
@@ -545,6 +584,23 @@ class Supervisor:
             if slot.process is not None and slot.process.pid is not None:
                 with contextlib.suppress(ProcessLookupError):  # the loop sees it next
                     os.kill(slot.process.pid, signum)
+
+
+def input_partition_count(
+    config: RunConfig, startup_timeout_ms: int, should_stop: Callable[[], bool]
+) -> int | None:
+    """The largest partition count of the run's input topics, once a broker answers (waiting
+    up to --startup-timeout); None when none of them exists yet or a stop came first."""
+    from confluent_kafka.admin import AdminClient
+
+    from hydrator.kafka.admin import partition_counts
+
+    admin_config = config.kafka.admin()
+    if not wait_for_broker(admin_config, startup_timeout_ms / 1000, should_stop):
+        return None
+    admin = AdminClient({**admin_config, "logger": client_logger()})  # type: ignore[dict-item]
+    counts = [n for n in partition_counts(admin, config.input_topics).values() if n is not None]
+    return max(counts, default=None)
 
 
 def _describe(exitcode: int) -> str:

@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import signal
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -17,8 +18,7 @@ from confluent_kafka.admin import AdminClient
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
-from hydrator.bootstrap.spark import bootstrap_topic_spec
-from hydrator.config import RunConfig
+from hydrator.config import RunConfig, SparkSettings
 from hydrator.engines.spark.checkpoint_dir import CheckpointDirectory, checkpoint_location
 from hydrator.engines.spark.clock import (
     CatchUpGate,
@@ -27,7 +27,19 @@ from hydrator.engines.spark.clock import (
     ShippedGate,
     closed_gate,
 )
-from hydrator.engines.spark.failures import driver_error, summary
+from hydrator.engines.spark.connector import (
+    described,
+    sink_options,
+    source_options,
+    split_properties,
+)
+from hydrator.engines.spark.failures import driver_error, replayed_batch_report_failed, summary
+from hydrator.engines.spark.kafka_io import (
+    CONNECTOR,
+    DESCRIPTIONS,
+    check_checkpoint,
+    chosen_io,
+)
 from hydrator.engines.spark.kafka_source import deleted_topic
 from hydrator.engines.spark.metrics import SparkMetrics
 from hydrator.engines.spark.parked import earliest_timeout, parked_summary, stored_totals
@@ -41,14 +53,17 @@ from hydrator.engines.spark.session import (
 )
 from hydrator.engines.spark.stateful import HydratorSpec
 from hydrator.engines.spark.timeouts import TimeoutTicker, write_tick
-from hydrator.errors import HydratorError
-from hydrator.kafka.admin import ensure_topics, max_message_bytes, partition_counts
+from hydrator.engines.spark.topic_watch import TopicWatch
+from hydrator.errors import HydratorError, TemporaryFailure
+from hydrator.kafka.admin import ensure_topics, max_message_bytes, missing_topics
 from hydrator.kafka.client_config import ClientSettings, client_error
 from hydrator.kafka.offsets import OffsetProbe
 from hydrator.kafka.record_limits import TopicLimits
 from hydrator.metrics.count_line import HEADLINE, describe_counts, headline_counts
 from hydrator.metrics.dead_letter_ratio import check_dead_letters
 from hydrator.metrics.jumps import JumpWatch
+from hydrator.seeding.bootstrap_topic import bootstrap_topic_spec
+from hydrator.seeding.snapshots import read_marks
 from hydrator.topology.broker import (
     check_existing,
     create_absent,
@@ -60,22 +75,20 @@ from hydrator.topology.layout import Topology, output_topics
 log = logging.getLogger("hydrator.spark")
 # py4j logs every listener callback at INFO: a line per micro-batch and listener.
 logging.getLogger("py4j").setLevel(logging.WARNING)
-TRIGGER_INTERVAL = "500 milliseconds"
 
 
 class SparkEngine:
     def __init__(
         self,
         config: RunConfig,
-        master: str = "local[*]",
-        spark_conf: Mapping[str, str] | None = None,
-        max_offsets_per_trigger: int | None = None,
+        spark: SparkSettings,
     ) -> None:
         self.config = config
-        self.master = master
-        self.spark_conf = dict(spark_conf or {})
-        self.max_offsets_per_trigger = max_offsets_per_trigger
-        self.checkpoint = checkpoint_location(config.state_dir, config.application_id)
+        self.settings = spark
+        self.kafka_io = spark.kafka_io  # settled once the session is up (kafka_io.chosen_io)
+        # -X properties: the librdkafka clients', and `connector.*` options for Spark's connector
+        self.client_properties, self.connector_options = split_properties(config.kafka.properties)
+        self.checkpoint = checkpoint_location(spark.state_dir, config.application_id)
         self.metrics = SparkMetrics(config.application_id, config.input_topics)
         self._stop = threading.Event()
         self._query: StreamingQuery | None = None
@@ -88,7 +101,7 @@ class SparkEngine:
     # -- set-up --------------------------------------------------------------------------------
 
     def _clients(self) -> ClientSettings:
-        return ClientSettings(self.config.bootstrap_servers, self.config.kafka_properties)
+        return ClientSettings(self.config.kafka.bootstrap_servers, self.client_properties)
 
     def _check_client_properties(self) -> None:
         """Make one client of each kind the query will make, so that a `-X` property librdkafka
@@ -99,7 +112,7 @@ class SparkEngine:
             (Consumer, clients.consumer(probe_group)),
             (Producer, clients.producer()),
         ):
-            client = _checked_client(kind, config, self.config.kafka_properties)
+            client = _checked_client(kind, config, self.client_properties)
             if isinstance(client, Consumer):
                 client.close()
 
@@ -110,7 +123,7 @@ class SparkEngine:
         )
 
     def _admin(self) -> AdminClient:
-        return _checked_client(AdminClient, self._clients().admin(), self.config.kafka_properties)
+        return _checked_client(AdminClient, self._clients().admin(), self.client_properties)
 
     def _layout(self) -> Topology:
         """The topics the query reads and writes, as the embedded engine lays them out (the
@@ -144,8 +157,10 @@ class SparkEngine:
 
     def _spec(self, topology: Topology, sizes: Mapping[str, int]) -> QuerySpec:
         config = self.config
+        # the snapshots the inputs' tables were bootstrapped in (hydrator/seeding/snapshots.py)
+        marks = read_marks(self._clients(), config.application_id, config.input_topics)
         hydrator = HydratorSpec(
-            config.hydration,
+            replace(config.hydration, table_snapshots=marks),
             config.format,
             config.format_options,
             config.large_value_threshold,
@@ -164,17 +179,38 @@ class SparkEngine:
                 max_state_bytes=limit - RECORD_OVERHEAD,
             )
         return QuerySpec(
-            bootstrap_servers=config.bootstrap_servers,
+            bootstrap_servers=config.kafka.bootstrap_servers,
             inputs=tuple(config.input_topics),
             topology=topology,
             checkpoint=self.checkpoint,
             hydrator=hydrator,
-            kafka_properties=dict(config.kafka_properties),
-            max_offsets_per_trigger=self.max_offsets_per_trigger,
+            # the connector's raw options only on the connector (split_properties)
+            kafka_properties=dict(
+                config.kafka.properties if self.kafka_io == CONNECTOR else self.client_properties
+            ),
+            max_offsets_per_trigger=self.settings.max_offsets_per_trigger,
             max_message_bytes=dict(sizes),
             producer_max_bytes=producer_max_bytes,
             reselect=reselect,
+            kafka_io=self.kafka_io,
         )
+
+    def _log_connector_options(self, topology: Topology) -> None:
+        """The options the query gives Spark's Kafka source and sink, secrets masked: what
+        reaches the connector's Java clients (connector.py)."""
+        config = self.config
+        topics = [*config.input_topics, topology.handoff_topic, topology.bootstrap_topic]
+        producer = TopicLimits.for_max_record_bytes(config.hydration.max_record_bytes).producer
+        properties = config.kafka.properties
+        source = source_options(
+            config.kafka.bootstrap_servers,
+            topics,
+            properties,
+            self.settings.max_offsets_per_trigger,
+        )
+        sink = sink_options(config.kafka.bootstrap_servers, self.checkpoint, properties, producer)
+        log.info("Kafka source options: %s", described(source))
+        log.info("Kafka sink options: %s", described(sink))
 
     def _ends(self, topology: Topology) -> dict[tuple[str, int], int]:
         """The ends of every input and handoff partition now: what the query must have read
@@ -200,7 +236,10 @@ class SparkEngine:
         # As many shuffle partitions as input partitions, the parallelism the source has: each
         # is a state store committed and a Python task run per micro-batch, a fixed cost.
         spark = spark_session(
-            self.config.application_id, self.master, topology.partitions, self.spark_conf
+            self.config.application_id,
+            self.settings.master,
+            topology.partitions,
+            self.settings.conf,
         )
         # The SparkContext replaced the SIGINT handler with its own (cancel every job, raise
         # KeyboardInterrupt in whatever Py4J call the main thread is in): Ctrl-C stops as
@@ -209,13 +248,31 @@ class SparkEngine:
         self._spark = spark
         if self._quiet:
             quiet_logs(spark, QUIET_LOGGERS)
-        log.info("Spark master %s; checkpoint %s", spark.sparkContext.master, self.checkpoint)
+        self.kafka_io = chosen_io(spark, self.settings.kafka_io)
+        log.info(
+            "Spark master %s; checkpoint %s; Kafka I/O: %s (--spark-kafka-io %s)",
+            spark.sparkContext.master,
+            self.checkpoint,
+            DESCRIPTIONS[self.kafka_io],
+            self.settings.kafka_io,
+            extra={"kafka_io": self.kafka_io},
+        )
+        if self.kafka_io == CONNECTOR:
+            self._log_connector_options(topology)
+        if self.connector_options and self.kafka_io != CONNECTOR:
+            log.warning(
+                "-X %s: options of Spark's Kafka connector, ignored on the %s Kafka I/O",
+                ", ".join(f"connector.{name}" for name in sorted(self.connector_options)),
+                self.kafka_io,
+            )
         # Through Spark's own filesystem (a URI needs its connector), before any topic is
         # created: a bad --state-dir must not leave topics behind.
         checkpoint = CheckpointDirectory(spark, self.checkpoint)
         checkpoint.check_writable()
+        # A checkpoint the other Kafka I/O wrote is refused before anything is created.
+        check_checkpoint(checkpoint, self.kafka_io)
         sizes = self._create_topics(topology)
-        progress = _Progress(self.config.progress_interval_s)
+        progress = _Progress(self.config.progress_interval_s, self.kafka_io)
         spark.streams.addListener(progress)
         heartbeat = _Heartbeat(progress)
         self.metrics.attach(spark, *self._stored_at_start(spark))
@@ -268,9 +325,10 @@ class SparkEngine:
         spark.streams.addListener(ticker)
         ticker.start()
         try:
-            query = writer(spark, spec).trigger(processingTime=TRIGGER_INTERVAL).start()
-            self._running(query)
-            self._await(query, spec.topology)
+            trigger = f"{self.settings.trigger_interval_ms} milliseconds"
+            self._run_query(
+                lambda: writer(spark, spec).trigger(processingTime=trigger).start(), spec.topology
+            )
         finally:
             ticker.stop()
             spark.streams.removeListener(ticker)
@@ -286,9 +344,9 @@ class SparkEngine:
             # chain's runs outlast --handoff-timeout (under load). Its timeout waits (closed
             # gate, clock.py) for the first run after the handoffs stop.
             run_spec = replace(spec, catch_up_gate=closed_gate()) if in_flight else spec
-            query = writer(spark, run_spec).trigger(availableNow=True).start()
-            self._running(query)
-            self._await(query, spec.topology)
+            query = self._run_query(
+                functools.partial(_available_now_query, spark, run_spec), spec.topology
+            )
             run = observed(query)
             self._read.update(
                 records=sum(p.numInputRows for p in query.recentProgress),
@@ -312,7 +370,39 @@ class SparkEngine:
                 return
             write_tick(self._clients(), spec.topology.handoff_topic)
 
-    def _await(self, query: StreamingQuery, topology: Topology) -> None:
+    def _run_query(self, start: Callable[[], StreamingQuery], topology: Topology) -> StreamingQuery:
+        """Start the query and wait for its end. Once per start, a query Spark's Kafka connector
+        failed after replaying a batch (failures.replayed_batch_report_failed: the batch is
+        committed by then) is started again."""
+        admin = self._admin()
+        watch = TopicWatch(
+            self._read_topics(topology),
+            functools.partial(missing_topics, admin),
+            self._stop_current,
+        )
+        query = start()
+        self._running(query)
+        watch.start()
+        try:
+            self._await(query, topology)
+        except _ReplayedBatchReportFailed:
+            if self._stop.is_set():
+                return query
+            log.warning(
+                "Spark's Kafka connector failed to report the batch it replayed from the "
+                "checkpoint (a fault of this connector build, after the batch was committed): "
+                "starting the query again"
+            )
+            query = start()
+            self._running(query)
+            self._await(query, topology, retried=True)
+        finally:
+            watch.stop()
+        if watch.gone:
+            raise HydratorError(deleted_topic(watch.gone[0]))
+        return query
+
+    def _await(self, query: StreamingQuery, topology: Topology, retried: bool = False) -> None:
         """Until `query` ends. One that failed while a topic it reads was deleted ends the run
         naming the topic, however the failure showed: the source's own error, or its process or
         a reader's dying (librdkafka can crash when a fetch answer names a deleted topic). One
@@ -325,6 +415,8 @@ class SparkEngine:
             gone = self._deleted(topology)
             if gone:
                 raise HydratorError(deleted_topic(gone[0])) from None
+            if not retried and replayed_batch_report_failed(_error_text(exc)):
+                raise _ReplayedBatchReportFailed() from exc
             error = driver_error(str(exc))
             if error is None:
                 raise
@@ -332,12 +424,17 @@ class SparkEngine:
 
     def _deleted(self, topology: Topology) -> list[str]:
         """The topics the query reads that no longer exist (none when that cannot be told)."""
-        names = [*self.config.input_topics, topology.handoff_topic]
         try:
-            counts = partition_counts(self._admin(), names)
+            return missing_topics(self._admin(), self._read_topics(topology))
         except KafkaException:
             return []
-        return [name for name in names if counts[name] is None]
+
+    def _read_topics(self, topology: Topology) -> list[str]:
+        return [*self.config.input_topics, topology.handoff_topic]
+
+    def _stop_current(self) -> None:
+        if self._query is not None:
+            self._stop_query(self._query)
 
     def _stop_on_signals(self) -> None:
         """SIGINT (Ctrl-C) and SIGTERM alike: stop the query, in another thread (the handler
@@ -376,6 +473,21 @@ class SparkEngine:
             self._stop_query(query)
 
 
+def _available_now_query(spark: SparkSession, spec: QuerySpec) -> StreamingQuery:
+    return writer(spark, spec).trigger(availableNow=True).start()
+
+
+class _ReplayedBatchReportFailed(TemporaryFailure):
+    """The query failed as failures.replayed_batch_report_failed says: start it again (were it
+    to escape, a temporary failure: exit 75)."""
+
+
+def _error_text(exc: BaseException) -> str:
+    """A query's error message with its JVM trace (PySpark shows the trace only when asked)."""
+    trace = getattr(exc, "_stackTrace", None) or ""
+    return f"{exc}\n{trace}"
+
+
 def _checked_client(kind: Any, config: Mapping[str, Any], properties: Mapping[str, str]) -> Any:
     try:
         return kind(dict(config))
@@ -400,9 +512,10 @@ class _Progress(StreamingQueryListener):
     warning when unresolved events or dead letters jump (hydrator/metrics/jumps.py). The line
     comes while the stream is idle too (`_Heartbeat`), so a quiet run still shows it is alive."""
 
-    def __init__(self, interval_s: float) -> None:
+    def __init__(self, interval_s: float, kafka_io: str = "python") -> None:
         self.totals: Counter[str] = Counter()
         self.interval_s = interval_s
+        self.kafka_io = kafka_io
         self._lock = threading.Lock()
         self._last_log = time.monotonic()
         self._rows_since = 0
@@ -434,11 +547,13 @@ class _Progress(StreamingQueryListener):
             figures = {"records": self._rows, **self.totals}
             shown = "no batch yet" if self._batch is None else f"batch {self._batch}"
             log.info(
-                "%s: %.0f records/s; %s",
+                "%s: %.0f records/s; %s; Kafka I/O %s",
                 shown,
                 rate,
                 describe_counts(figures, ("records", *HEADLINE)),
+                self.kafka_io,
                 extra={
+                    "kafka_io": self.kafka_io,
                     "counts": _nonzero(self.totals),
                     "records": self._rows,
                     "rate": round(rate, 1),

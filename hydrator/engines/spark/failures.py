@@ -65,4 +65,23 @@ def summary(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else text
 
 
-__all__ = ["WorkerTemporaryFailure", "driver_error", "summary", "worker_error_in"]
+# Spark's Kafka connector from Apache Spark's master after 4.1 reports the source's metrics with
+# the latest offsets it last fetched, wrapped as `Some(null)` when it fetched none: a batch a
+# restarted query replays from the offset log (planned before a crash, never committed) is run
+# without fetching them, and its progress report then fails the query, after the batch's commit.
+# A new start of the query goes on from there.
+_REPLAYED_BATCH_REPORT = ('"scala.Option.get()" is null', "KafkaMicroBatchStream")
+
+
+def replayed_batch_report_failed(text: str) -> bool:
+    """Whether a query's error text (message and JVM trace) is that failure."""
+    return all(part in text for part in _REPLAYED_BATCH_REPORT)
+
+
+__all__ = [
+    "WorkerTemporaryFailure",
+    "driver_error",
+    "replayed_batch_report_failed",
+    "summary",
+    "worker_error_in",
+]

@@ -6,10 +6,12 @@ each with the key's state before it, and behind it everything its key emitted la
 micro-batch. This stage is a `mapInArrow` right after the group function, over each partition of
 its output: rows without deferred records pass on as they come; at the end of the partition, one
 query per source table reads every deferred row (the embedded engine's client,
-hydrator/postgres/reselect.py, and its rules, hydrator/core/reselect.py), each deferred record
+hydrator/reselect/client.py, and its rules, hydrator/core/reselected.py), each deferred record
 is hydrated again from its state with what was read (`Hydrator.process`'s `reselected`: outputs,
 headers and counters come from the core, as in the embedded engine), and the key's outputs are
-written in their order.
+written in their order. A deferred handoff (`defer_release`: a key change whose released records
+need a re-select) is applied again to its state with what was read for each released record
+(`Hydrator.receive_handoff`'s `reselected`).
 
 The state: the group function kept, for a deferred record, the state it leaves without a
 re-select (current values are never kept anyway). Where the re-select proved columns exact, the
@@ -33,9 +35,10 @@ from typing import Any
 import pyarrow as pa
 
 from hydrator.core import RawRecord
-from hydrator.core.reselect import Reselected, reselected_for
+from hydrator.core.reselected import Reselected, reselected_for
 from hydrator.engines.spark.stateful import (
     PENDING_OUTPUTS,
+    PENDING_RELEASE,
     RESELECTED_SUFFIX,
     HydratorSpec,
     chunked,
@@ -45,12 +48,13 @@ from hydrator.engines.spark.stateful import (
 )
 from hydrator.events import Read
 from hydrator.formats.placeholders import PlaceholderForms
-from hydrator.postgres.misses import Miss, miss_of
-from hydrator.postgres.reselect import PostgresReselect, Table
-from hydrator.postgres.settings import ReselectSettings
+from hydrator.reselect.client import PostgresReselect, Table
+from hydrator.reselect.misses import Miss, miss_of
+from hydrator.reselect.settings import ReselectSettings
 from hydrator.topology.emit import KafkaRecord, TopicWriter, emit
 from hydrator.topology.layout import Topology
 from state.codec import decode_state, encode_state
+from state.handoff import Handoff
 from state.record import StateRecord, state_key
 
 _COLUMNS = ["records", "counts"]
@@ -112,6 +116,24 @@ class _Deferred:
     rewritten: bool
     miss: Miss | None
 
+    def wants(self) -> list[tuple[Miss, bool]]:
+        miss = self.miss
+        return [(miss, self.rewritten)] if miss is not None and miss.shipped else []
+
+
+@dataclass
+class _DeferredRelease:
+    """A handoff whose released records wait for a re-select (stateful.py, `defer_release`)."""
+
+    handoff: Handoff
+    key: str
+    state: bytes
+    misses: list[tuple[Miss, bool]]  # each with whether its row was rewritten after it
+    now_ms: int
+
+    def wants(self) -> list[tuple[Miss, bool]]:
+        return self.misses
+
 
 def _completed(
     spec: ReselectSpec, cells: list[bytes]
@@ -119,11 +141,13 @@ def _completed(
     """The partition's deferred records hydrated, with one query per table for all of them:
     OUTPUT_SCHEMA columns."""
     chains = [[_item(item) for item in unpack_pending(cell)] for cell in cells]
-    deferred = [item for chain in chains for item in chain if isinstance(item, _Deferred)]
+    deferred = [
+        item for chain in chains for item in chain if isinstance(item, _Deferred | _DeferredRelease)
+    ]
     client = client_for(spec.settings, spec.hydrator.format_options.placeholder_bytes)
     stats = client.stats
     before = (stats.queries, stats.failures, stats.skipped)
-    found = _reselect(client, deferred)
+    found = _reselect(client, [want for item in deferred for want in item.wants()])
     counts = {
         "reselect_queries": stats.queries - before[0],
         "reselect_failures": stats.failures - before[1],
@@ -134,19 +158,35 @@ def _completed(
     out: list[KafkaRecord] = []
     sink = TopicWriter(topology, out.append)
     for chain in chains:
-        seed: tuple[_Deferred, StateRecord] | None = None
+        seed: tuple[str, int, str, StateRecord] | None = None
         for item in chain:
-            if not isinstance(item, _Deferred):
+            if isinstance(item, list):
                 out += item
                 continue
-            state = decode_state(item.state) if item.state is not None else None
-            reselected = found.get(id(item))
-            step = hydrator.process(state, Read(item.record), item.key, item.now_ms, reselected)
+            if isinstance(item, _Deferred):
+                state = decode_state(item.state) if item.state is not None else None
+                reselected = found.get(item.record.source)
+                record = item.record
+                step = hydrator.process(state, Read(record), item.key, item.now_ms, reselected)
+                topic, partition = record.topic, record.partition
+                proven = reselected is not None and bool(reselected.exact)
+            else:
+                handoff = item.handoff
+                given = {
+                    miss.source: found[miss.source]
+                    for miss, _ in item.misses
+                    if miss.source in found
+                }
+                step = hydrator.receive_handoff(
+                    decode_state(item.state), handoff, item.now_ms, given
+                )
+                topic, partition = handoff.topic, topology.handoff_partition(handoff)
+                proven = any(chosen.exact for chosen in given.values())
             for name, count in step.counts.items():
                 counts[name] = counts.get(name, 0) + count
-            emit(step, item.record.topic, topology, sink)
-            if reselected is not None and reselected.exact and step.state is not None:
-                seed = item, step.state
+            emit(step, topic, topology, sink)
+            if proven and step.state is not None:
+                seed = topic, partition, item.key, step.state
         if seed is not None:
             written = _seed_record(spec, *seed)
             if written is not None:
@@ -156,9 +196,19 @@ def _completed(
     return cells_out, [*rows, counts_row(counts)]
 
 
-def _item(item: tuple[Any, ...]) -> _Deferred | list[KafkaRecord]:
+def _item(item: tuple[Any, ...]) -> _Deferred | _DeferredRelease | list[KafkaRecord]:
     if item[0] == PENDING_OUTPUTS:
         return [tuple(r) for r in item[1]]
+    if item[0] == PENDING_RELEASE:
+        _, state, encoded, key, wanted, now_ms = item
+        before = decode_state(state)
+        parked = {record.source: record for record in before.parked}
+        misses = []
+        for source, columns, rewritten in wanted:
+            miss = miss_of(parked[source], key, tuple(columns))
+            if miss is not None:
+                misses.append((miss, bool(rewritten)))
+        return _DeferredRelease(Handoff.decode(encoded), key, state, misses, now_ms)
     _, state, row, key, columns, now_ms, rewritten = item
     topic, partition, offset, record_key, value, headers, timestamp = row
     record = RawRecord(topic, partition, offset, record_key, value, headers or (), timestamp)
@@ -166,46 +216,38 @@ def _item(item: tuple[Any, ...]) -> _Deferred | list[KafkaRecord]:
     return _Deferred(record, key, state, columns, now_ms, rewritten, miss_of(record, key, columns))
 
 
-def _reselect(client: PostgresReselect, deferred: list[_Deferred]) -> dict[int, Reselected]:
-    """What the source gives each deferred record (by `id`): one query per table."""
-    tables: dict[tuple[str, str, tuple[str, ...]], list[_Deferred]] = defaultdict(list)
-    for item in deferred:
-        if item.miss is not None and item.miss.shipped:
-            miss = item.miss
-            tables[(miss.schema, miss.table, miss.key_columns)].append(item)
-    found: dict[int, Reselected] = {}
+def _reselect(client: PostgresReselect, wants: list[tuple[Miss, bool]]) -> dict[str, Reselected]:
+    """What the source gives each deferred record (by its source): one query per table."""
+    tables: dict[tuple[str, str, tuple[str, ...]], list[tuple[Miss, bool]]] = defaultdict(list)
+    for miss, rewritten in wants:
+        tables[(miss.schema, miss.table, miss.key_columns)].append((miss, rewritten))
+    found: dict[str, Reselected] = {}
     for (schema, table, key_columns), group in tables.items():
         shipped: dict[str, Any] = {}
-        for item in group:
-            assert item.miss is not None
-            shipped.update(item.miss.shipped)
-        keys = [item.miss.key for item in group if item.miss is not None]
+        for miss, _ in group:
+            shipped.update(miss.shipped)
+        keys = [miss.key for miss, _ in group]
         rows = client.fetch(Table(schema, table), key_columns, keys, shipped)
         if rows is None:
             continue  # the columns fall back to --on-unresolved
-        for item in group:
-            assert item.miss is not None
-            chosen = reselected_for(
-                rows.get(item.miss.key),
-                tuple(item.miss.shipped),
-                item.miss.tx_id,
-                item.rewritten,
-            )
+        for miss, rewritten in group:
+            chosen = reselected_for(rows.get(miss.key), tuple(miss.shipped), miss.tx_id, rewritten)
             if chosen is not None:
-                found[id(item)] = chosen
+                found[miss.source] = chosen
     return found
 
 
-def _seed_record(spec: ReselectSpec, item: _Deferred, state: StateRecord) -> KafkaRecord | None:
+def _seed_record(
+    spec: ReselectSpec, topic: str, partition: int, key: str, state: StateRecord
+) -> KafkaRecord | None:
     """The bootstrap-topic record that carries a re-select's exact columns to the key's state
     (None when it would not fit the topic: the next event of the key re-selects them again)."""
     seed = StateRecord(image=state.image, pos=state.pos, updated_at_ms=state.updated_at_ms)
     value = encode_state(seed)
     if len(value) > spec.max_state_bytes:
         return None
-    record = item.record
-    group = state_key(record.topic, item.key) + RESELECTED_SUFFIX.encode()
-    return (spec.topology.bootstrap_topic, record.partition, group, value, ())
+    group = state_key(topic, key) + RESELECTED_SUFFIX.encode()
+    return (spec.topology.bootstrap_topic, partition, group, value, ())
 
 
 def partition_settings(settings: ReselectSettings, partitions: int) -> ReselectSettings:

@@ -12,7 +12,9 @@ its last row, as an array Spark sums into the query's observed metrics.
 
 With --reselect, a record whose placeholders nothing can fill is not hydrated here: the group
 function cannot query per key, so it defers the record, with what the key emits after it, to the
-stage that follows (reselect.py, one query per table and partition), in a third column.
+stage that follows (reselect.py, one query per table and partition), in a third column. So does
+a handoff whose released records (a key change's CREATE and what was parked behind it) have
+such placeholders: a handoff without the old image is a miss like any other.
 """
 
 from __future__ import annotations
@@ -39,7 +41,6 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from hydrator.bootstrap import images
 from hydrator.core import DeadLetter, HydrationSettings, Hydrator, RawRecord, Transition
 from hydrator.core.counters import counters_of
 from hydrator.core.hydrator import failure_reason, read_handoff, rejected
@@ -49,10 +50,12 @@ from hydrator.engines.spark.kafka_sink import pack_records
 from hydrator.events import Read
 from hydrator.formats import FormatOptions, codec_for
 from hydrator.formats.placeholders import PlaceholderForms
-from hydrator.postgres.misses import MissFinder, tx_id_of
+from hydrator.reselect.misses import Miss, MissFinder, tx_id_of
+from hydrator.seeding import images
 from hydrator.topology.emit import KafkaRecord, TopicWriter, emit
 from hydrator.topology.layout import Topology
 from state.codec import decode_state, encode_state
+from state.handoff import Handoff
 from state.large import DEFAULT_COMPRESSION, DEFAULT_THRESHOLD, outline
 from state.record import StateRecord
 
@@ -100,6 +103,7 @@ OUTPUT_SCHEMA = StructType(
 # them and returns OUTPUT_SCHEMA rows.
 PENDING_OUTPUT_SCHEMA = StructType([*OUTPUT_SCHEMA.fields, StructField("pending", BinaryType())])
 PENDING_RESELECT = "r"
+PENDING_RELEASE = "h"
 PENDING_OUTPUTS = "o"
 
 
@@ -111,7 +115,7 @@ class HydratorSpec:
     settings: HydrationSettings = field(default_factory=HydrationSettings)
     format: str = "auto"
     format_options: FormatOptions = field(default_factory=FormatOptions)
-    # Column values over this many bytes are kept compressed in the key's state (None: as is).
+    # Column values over this many bytes are kept as references in the key's state (None: as is).
     large_value_threshold: int | None = DEFAULT_THRESHOLD
     large_value_compression: str = DEFAULT_COMPRESSION
 
@@ -304,7 +308,10 @@ class _GroupStep:
                     failed = Transition(self.state, dead=(handoff,), counts={"dead_letters": 1})
                     self.apply(failed)
                     continue
-                self.apply(hydrator.receive_handoff(self.state, handoff, now_ms))
+                if self.finder is None:
+                    self.apply(hydrator.receive_handoff(self.state, handoff, now_ms))
+                else:
+                    self._handoff(handoff, now_ms)
                 continue
             read = Read(record)  # one parse for route and process
             # only a stateless group can hold an undecodable key; others were routed by it
@@ -342,6 +349,55 @@ class _GroupStep:
             raise failed
         self.apply(step)
 
+    def _handoff(self, handoff: Handoff, now_ms: int) -> None:
+        """A handoff under --reselect: applied as usual, or, when a record it releases (the key
+        change's CREATE, what was parked behind it) leaves columns unresolved that the source
+        could give, deferred with them (`defer_release`): a handoff without the old image is a
+        miss like any other."""
+        assert self.finder is not None
+        state = self.state
+        failed: UnresolvedColumnsError | None = None
+        step: Transition | None = None
+        try:
+            step = self.hydrator.receive_handoff(state, handoff, now_ms)
+        except UnresolvedColumnsError as exc:  # --on-unresolved fail: unless the source fills it
+            failed = exc
+        if step is None or step.counts.get("unresolved_events"):
+            scratch, misses = self.finder.find_released(state, handoff, now_ms)
+            if misses:
+                assert state is not None  # records were released: they were parked in it
+                self.defer_release(state, handoff, misses, (step or scratch).state, now_ms)
+                return
+        if step is None:
+            assert failed is not None
+            raise failed
+        self.apply(step)
+
+    def defer_release(
+        self,
+        before: StateRecord,
+        handoff: Handoff,
+        misses: list[Miss],
+        after: StateRecord | None,
+        now_ms: int,
+    ) -> None:
+        """Leave `handoff` to the re-select stage (reselect.py), which applies it again to
+        `before` with what it reads for the `misses` of the records it releases, as `defer`
+        does for one record. `rewritten` (per miss): a later record it releases comes from the
+        same transaction."""
+        txs = [tx_id_of(record) for record in before.parked]
+        index = {record.source: i for i, record in enumerate(before.parked)}
+        wanted = []
+        for miss in misses:
+            i = index[miss.source]
+            rewritten = miss.tx_id is not None and miss.tx_id in txs[i + 1 :]
+            wanted.append([miss.source, list(miss.shipped), rewritten])
+        state = encode_state(before)
+        self.pending.append([PENDING_RELEASE, state, handoff.encode(), self.key, wanted, now_ms])
+        self._target = []
+        self.pending.append([PENDING_OUTPUTS, self._target])
+        self.state = after
+
     def defer(
         self,
         before: StateRecord | None,
@@ -377,9 +433,11 @@ class _GroupStep:
     def pending_cell(self) -> bytes | None:
         """The deferred records and what followed them, msgpack-packed: a list of
         [PENDING_RESELECT, state before (encoded) or None, (topic, partition, offset, key, value,
-        headers, timestamp), canonical key, columns, now_ms, rewritten] and [PENDING_OUTPUTS,
-        records to write], in order. `rewritten`: a later input of the key in this batch comes
-        from the same transaction (the row read cannot prove its value at this one)."""
+        headers, timestamp), canonical key, columns, now_ms, rewritten],
+        [PENDING_RELEASE, state before (encoded), handoff (encoded), canonical key, [[released
+        record's source, columns, rewritten], ...], now_ms] and [PENDING_OUTPUTS, records to
+        write], in order. `rewritten`: a later input of the key in this batch comes from the
+        same transaction (the row read cannot prove its value at this one)."""
         if not self.pending:
             return None
         txs = self._inputs_since
@@ -388,6 +446,9 @@ class _GroupStep:
             if item[0] == PENDING_OUTPUTS:
                 if item[1]:
                     items.append(item)
+                continue
+            if item[0] == PENDING_RELEASE:
+                items.append(item)
                 continue
             position = item[6]
             tx = txs[position]

@@ -1,0 +1,1 @@
+"""The embedded engine end to end against the real broker."""

@@ -1,0 +1,1 @@
+"""Kafka clients and brokers themselves: the local broker, rebalance callbacks, Tansu."""

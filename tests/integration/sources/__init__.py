@@ -1,0 +1,1 @@
+"""Each source end to end: Debezium (JSON, Avro, flattened), Cassandra, CockroachDB, YDB."""

@@ -1,0 +1,1 @@
+"""The Spark engine end to end against the real broker."""

@@ -1,0 +1,1 @@
+"""Unit tests of bench/: the workloads, the report and the profiles."""

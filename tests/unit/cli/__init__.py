@@ -1,0 +1,1 @@
+"""Unit tests of hydrator/cli: options, environment and config file, help, commands' settings."""

@@ -1,0 +1,1 @@
+"""Unit tests of hydrator/core (the hydration rules, visibility, counters) and hydrator/exact.py."""

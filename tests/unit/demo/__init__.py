@@ -1,0 +1,1 @@
+"""Unit tests of hydrator/demo: the feeds, the Avro stream, the connector settings."""

@@ -1,0 +1,1 @@
+"""Unit tests of hydrator/dev: capture settings and the tail's rendering."""

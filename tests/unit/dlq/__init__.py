@@ -1,0 +1,1 @@
+"""Unit tests of hydrator/dlq: dead letters and the replay's selection."""

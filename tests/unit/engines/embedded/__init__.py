@@ -1,0 +1,1 @@
+"""Unit tests of hydrator/engines/embedded: the task, the loop's parts, workers, the watchdog."""

@@ -1,0 +1,1 @@
+"""Unit tests of hydrator/formats: every envelope's codec, properties and fuzzing."""

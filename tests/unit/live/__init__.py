@@ -1,0 +1,1 @@
+"""Unit tests of hydrator/live: the live view's rows and access."""

@@ -1,0 +1,1 @@
+"""Unit tests of hydrator/metrics: the exporter, merged scrapes, count lines."""

@@ -1,0 +1,1 @@
+"""Unit tests of hydrator/ops: config show's output, log lines."""

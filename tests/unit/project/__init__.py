@@ -1,0 +1,1 @@
+"""Checks of the whole project: imports, compiled modules, errors by kind, docs, compose stack."""
