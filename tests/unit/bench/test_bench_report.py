@@ -163,6 +163,17 @@ def test_the_markdown_names_the_method_and_the_ratios() -> None:
     )
 
 
+def test_a_rate_lost_in_noise_leaves_its_goal_not_measured_not_gone() -> None:
+    noisy = [
+        Result("copy", "copy", events_per_s=None, cpu_us_per_event=None),
+        Result("embedded", "default", events_per_s=30_000, cpu_us_per_event=60.0),
+    ]
+    text = markdown(_report_of(noisy))
+    assert "| events/s, default workers / the copy limit | \u2013 | >= 0.6 | not measured |" in text
+    only_spark = [Result("spark-copy", "Spark copy", events_per_s=4_000)]
+    assert "ratio at equal processes" not in markdown(_report_of(only_spark))
+
+
 def test_the_machine_line_gives_the_python_speed_runs_are_compared_by() -> None:
     machine = machine_facts()
     assert machine["python_loop_mops"] > 0
