@@ -105,7 +105,7 @@ def preload(
     bootstrap: str,
     topic: str,
     events: Iterable[tuple[bytes, bytes]],
-    on_record: Callable[[], None],
+    on_record: Callable[[], object],
 ) -> int:
     """Produces (key, value) records as Kafka Connect places them; returns the count."""
 

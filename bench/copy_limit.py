@@ -13,6 +13,7 @@ import argparse
 
 from confluent_kafka import Consumer, KafkaException, Producer
 
+from hydrator.kafka import consumed
 from hydrator.kafka.offsets import from_the_start, topic_ends
 
 
@@ -38,7 +39,7 @@ def copy(bootstrap: str, source: str, sink: str) -> int:
             for msg in consumer.consume(1000, 0.5):
                 if msg.error() is not None:
                     raise KafkaException(msg.error())
-                partition = msg.partition()
+                partition = consumed.partition(msg)
                 while True:
                     try:
                         producer.produce(
@@ -48,7 +49,7 @@ def copy(bootstrap: str, source: str, sink: str) -> int:
                     except BufferError:
                         producer.poll(0.05)
                 copied += 1
-                if msg.offset() + 1 >= ends[partition]:
+                if consumed.offset(msg) + 1 >= ends[partition]:
                     remaining.discard(partition)
             producer.poll(0)
         if producer.flush(120):

@@ -63,6 +63,7 @@ class Core:
         self.states: dict = {}
 
     def run(self, raws: list) -> tuple[Pass, list]:
+        from hydrator.core import DeadLetter
         from hydrator.events import Read
 
         hydrator, states = self.hydrator, self.states
@@ -70,7 +71,9 @@ class Core:
         began, began_cpu = time.perf_counter(), time.process_time()
         for raw in raws:
             read = Read(raw)  # as an engine does: routing and hydration share one read
-            key = hydrator.route(read)  # every key of the workload decodes
+            key = hydrator.route(read)
+            if isinstance(key, DeadLetter):  # every key of the workload decodes
+                raise RuntimeError(f"the workload's key does not decode: {key.reason}")
             step = hydrator.process(states.get(key), read, key, 0)
             if key is not None:
                 states[key] = step.state

@@ -34,6 +34,7 @@ from bench.measure import OutputWatch, TreeSampler
 from bench.quix_venv import quix_python
 from bench.runners import REPO, Plan, hydrator_command, quix_runner, runner_env
 from bench.workload import Workload, WorkloadShape
+from hydrator.kafka import consumed
 from hydrator.kafka.offsets import from_the_start
 
 SENT_HEADER = "bench.sent"
@@ -243,7 +244,9 @@ def _feed(
         while sent < options.fed:
             due = min(options.fed, int((time.monotonic() - began) * options.rate))
             for key, value in updates[sent:due]:
-                header = [(SENT_HEADER, str(time.time_ns()).encode())]
+                header: list[tuple[str, str | bytes | None]] = [
+                    (SENT_HEADER, str(time.time_ns()).encode())
+                ]
                 while True:
                     try:
                         producer.produce(topic, value, key, headers=header)
@@ -316,15 +319,16 @@ def read_latencies(
             if first is None:
                 continue
             for msg in [first, *consumer.consume(1000, 0)]:
-                if msg.error() is not None:
-                    if msg.error().code() != KafkaError._PARTITION_EOF:
-                        raise RuntimeError(str(msg.error()))
-                    at_end.add(msg.partition())
+                error = msg.error()
+                if error is not None:
+                    if error.code() != KafkaError._PARTITION_EOF:
+                        raise RuntimeError(str(error))
+                    at_end.add(consumed.partition(msg))
                     if len(at_end) == partitions:
                         ready.set()
                     continue
                 seen = time.time_ns()
-                for name, value in msg.headers() or ():
+                for name, value in consumed.headers(msg) or ():
                     if name == SENT_HEADER and value is not None:
                         sent = int(value)
                         stamp = msg.timestamp()

@@ -17,6 +17,7 @@ from pathlib import Path
 import psutil
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from hydrator.kafka import consumed
 from hydrator.kafka.offsets import from_the_start
 
 SAMPLE_INTERVAL_S = 0.1
@@ -106,7 +107,7 @@ class OutputWatch:
     """
 
     def __init__(
-        self, bootstrap: str, topic: str, partitions: int, on_change: Callable[[int], None]
+        self, bootstrap: str, topic: str, partitions: int, on_change: Callable[[int], object]
     ) -> None:
         self._consumer = Consumer(
             {"bootstrap.servers": bootstrap, "group.id": "bench-watch", "enable.auto.commit": False}
@@ -192,9 +193,9 @@ def scan_topic(
                 if error is not None:
                     if error.code() != KafkaError._PARTITION_EOF:
                         raise KafkaException(error)
-                    at_end.add(msg.partition())
+                    at_end.add(consumed.partition(msg))
                     continue
-                at_end.discard(msg.partition())
+                at_end.discard(consumed.partition(msg))
                 value = msg.value()
                 scan.records += 1
                 scan.bytes += len(value or b"") + len(msg.key() or b"")

@@ -204,8 +204,9 @@ def quix_runner(
 
 
 def embedded_runner(workers: str | None, has_workers: bool, extra: tuple[str, ...]) -> Runner:
+    flags: tuple[str, ...] = ()
     if workers is None:
-        key, label, flags = "embedded", "embedded engine, EOS, default workers", ()
+        key, label = "embedded", "embedded engine, EOS, default workers"
         processes = f"{os.cpu_count() or 1} (one per CPU)"
     else:
         key, label = f"embedded-w{workers}", f"embedded engine, EOS, --workers {workers}"

@@ -162,7 +162,8 @@ def measure(spark: SparkSession, mode: str, args: argparse.Namespace, work: Path
     used: dict[int, int] = {}
 
     def per_batch(batch: DataFrame, batch_id: int) -> None:
-        used[batch_id] = batch.agg(F.sum("python_us")).first()[0] or 0
+        total = batch.agg(F.sum("python_us")).first()
+        used[batch_id] = (total[0] if total is not None else 0) or 0
 
     query = (
         frame.groupBy("bucket")

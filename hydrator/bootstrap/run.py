@@ -105,7 +105,7 @@ def _progress(total: int | None, what: str) -> Any:
     """A progress bar on a terminal (tqdm), else nothing."""
     if not sys.stderr.isatty():
         return None
-    from tqdm import tqdm  # type: ignore[import-untyped]
+    from tqdm import tqdm
 
     return tqdm(total=total, unit=" rows", desc=what, file=sys.stderr)
 
