@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import random
 import uuid
 from dataclasses import dataclass
@@ -356,3 +357,29 @@ def test_base64_mode_turns_an_unchanged_bytea_into_null(
         c for c in oracle.TOAST_COLUMNS if c != "blob"
     ]
     assert _value(cap.full[1])["after"]["blob"] == encoded
+
+
+def test_a_capture_short_of_its_count_is_nudged_once_then_fails_saying_where_the_slot_is(
+    debezium_jvm: None,
+    kafka_broker: Broker,
+    postgres: PgDatabase,
+    unique_name: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    twins = oracle.create_twin_tables(postgres, "nudge")
+    table = f"public.{twins.default}"
+    options = BridgeOptions(tables=[table], partitions=1)
+    options.topic_map = {options.debezium_topic(table): unique_name}
+    with DebeziumBridge(postgres, kafka_broker.bootstrap_servers, options) as bridge:
+        rng = random.Random(7)
+        oracle.run_workload(
+            postgres,
+            twins,
+            oracle.Workload.of(oracle.insert_statement("insert", 1, oracle.big_row(rng))),
+        )
+        bridge.wait_for(1, topic=unique_name)
+        with caplog.at_level(logging.WARNING), pytest.raises(TimeoutError) as stalled:
+            bridge.wait_for(2, topic=unique_name, timeout_s=4)
+    assert "1 of 2 records produced, none more for 4s (nudged once)" in str(stalled.value)
+    assert "confirmed flush" in str(stalled.value)
+    assert [r.message for r in caplog.records if "nudging the WAL" in r.message]
