@@ -7,51 +7,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from hydrator import cli
 from hydrator.cli import launch
-from hydrator.config import EmbeddedSettings, RunConfig, SparkSettings
-
-BASE = [
-    "run",
-    "--engine",
-    "embedded",
-    "--bootstrap-servers",
-    "h:1",
-    "--input-topic",
-    "t",
-    "--output-suffix",
-    ".e",
-]
-
-
-@pytest.fixture
-def captured(monkeypatch: pytest.MonkeyPatch) -> list[RunConfig]:
-    """Stop before any engine runs; keep the config it would have been given."""
-    configs: list[RunConfig] = []
-
-    def fake_run(config: RunConfig, embedded: EmbeddedSettings) -> int:
-        configs.append(config)
-        return 0
-
-    monkeypatch.setattr(launch, "run_embedded", fake_run)
-    for name in (
-        "ENGINE",
-        "BOOTSTRAP_SERVERS",
-        "INPUT_TOPIC",
-        "OUTPUT_TOPIC",
-        "OUTPUT_SUFFIX",
-        "CONFIG",
-        "HANDOFF_TIMEOUT",
-        "APPLICATION_ID",
-    ):
-        monkeypatch.delenv(f"HYDRATOR_{name}", raising=False)
-    return configs
-
-
-def invoke(args: list[str], env: dict[str, str] | None = None):
-    return CliRunner().invoke(cli.cli, args, env=env, catch_exceptions=False)
+from hydrator.config import RunConfig, SparkSettings
+from tests.unit.cli.run_cli import BASE, invoke
 
 
 def test_options_reach_the_config(captured: list[RunConfig]) -> None:

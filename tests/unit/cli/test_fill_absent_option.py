@@ -6,41 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from hydrator import cli
-from hydrator.cli import launch
-from hydrator.config import EmbeddedSettings, RunConfig
-
-BASE = [
-    "run",
-    "--engine",
-    "embedded",
-    "--bootstrap-servers",
-    "h:1",
-    "--input-topic",
-    "t",
-    "--output-suffix",
-    ".e",
-]
-
-
-@pytest.fixture
-def captured(monkeypatch: pytest.MonkeyPatch) -> list[RunConfig]:
-    configs: list[RunConfig] = []
-
-    def fake_run(config: RunConfig, embedded: EmbeddedSettings) -> int:
-        configs.append(config)
-        return 0
-
-    monkeypatch.setattr(launch, "run_embedded", fake_run)
-    for name in ("CONFIG", "FORMAT", "FILL_ABSENT"):
-        monkeypatch.delenv(f"HYDRATOR_{name}", raising=False)
-    return configs
-
-
-def invoke(args: list[str], env: dict[str, str] | None = None):
-    return CliRunner().invoke(cli.cli, args, env=env, catch_exceptions=False)
+from hydrator.config import RunConfig
+from tests.unit.cli.run_cli import BASE, invoke
 
 
 def test_off_by_default(captured: list[RunConfig]) -> None:

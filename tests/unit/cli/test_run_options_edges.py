@@ -7,44 +7,14 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from hydrator import cli
 from hydrator.cli import launch
-from hydrator.config import EmbeddedSettings, RunConfig
+from hydrator.config import RunConfig
 from hydrator.engines.embedded.state_dir import StateDirectory, StateDirUnusable
 from hydrator.kafka.client_config import client_error, split_env_properties
+from tests.unit.cli.run_cli import BASE, invoke
 
-BASE = [
-    "run",
-    "--engine",
-    "embedded",
-    "--bootstrap-servers",
-    "h:1",
-    "--input-topic",
-    "t",
-    "--output-suffix",
-    ".e",
-]
 SECRET = "s3cr3t pass=word"
-
-
-@pytest.fixture
-def captured(monkeypatch: pytest.MonkeyPatch) -> list[RunConfig]:
-    configs: list[RunConfig] = []
-
-    def fake_run(config: RunConfig, embedded: EmbeddedSettings) -> int:
-        configs.append(config)
-        return 0
-
-    monkeypatch.setattr(launch, "run_embedded", fake_run)
-    for name in ("CONFIG", "APPLICATION_ID", "KAFKA_PROPERTY"):
-        monkeypatch.delenv(f"HYDRATOR_{name}", raising=False)
-    return configs
-
-
-def invoke(args: list[str], env: dict[str, str] | None = None):
-    return CliRunner().invoke(cli.cli, args, env=env, catch_exceptions=False)
 
 
 # -- the application id --------------------------------------------------------------------------
