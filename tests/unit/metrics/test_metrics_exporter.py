@@ -18,7 +18,7 @@ from hydrator.config import ConfigError, RunConfig
 from hydrator.core.counters import COUNTERS, counters_of
 from hydrator.metrics.exporter import MetricsServer, metric_names, registry_for
 from hydrator.metrics.run import OK, Gauges, RunMetrics, Verdict
-from tests.unit.cli.test_cli import BASE, captured, invoke  # noqa: F401 - the fixture
+from tests.unit.cli.run_cli import BASE, captured, invoke  # noqa: F401 - the fixture
 
 DASHBOARDS = Path(__file__).parents[3] / "docker" / "grafana" / "dashboards"
 
