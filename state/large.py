@@ -312,11 +312,15 @@ def added_bytes(image: Mapping[str, Any] | None, committed: Mapping[str, Any] | 
     image_bytes."""
     if committed is None or image is None:
         return image_bytes(image)
-    cells = image.cells if type(image) is LazyImage else image
-    old: Mapping[str, Any] = committed
+    # Typed as the dicts they nearly always are: compiled, `get` and the loop are then direct
+    # dict calls rather than method calls (this runs for every event).
+    cells: dict[str, Any] = _cells(image)
+    old: dict[str, Any]
     reader: LargeValueReader | None = None
     if type(committed) is LazyImage:
         old, reader = committed.cells, committed.reader
+    else:
+        old = _cells(committed)
     total = 0
     for column, value in cells.items():
         previous = old.get(column)
@@ -334,6 +338,12 @@ def added_bytes(image: Mapping[str, Any] | None, committed: Mapping[str, Any] | 
         else:
             total += _container_bytes(value)
     return total
+
+
+def _cells(image: Mapping[str, Any]) -> dict[str, Any]:
+    if type(image) is LazyImage:
+        return image.cells
+    return image if type(image) is dict else dict(image)
 
 
 def _container_bytes(value: Any) -> int:
