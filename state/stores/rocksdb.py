@@ -7,15 +7,8 @@ in the middle of a write.
 Values are compressed here, per block, by RocksDB's own threads (zstd, on every level: the rows
 and their large values are text, and a flush or compaction compresses each block once, off the
 event's path; state/large.py no longer compresses values one by one). Closing a store writes
-its memtables out first, so what it leaves on disk is compressed tables.
-
-Writes skip RocksDB's write-ahead log, as Kafka Streams' stores do: the changelog topic is the
-state's log already, and writing every commit's batch twice (once to the log file, once to the
-memtable) cost a few per cent of a worker's CPU in copies and checksums. A process that dies
-loses the memtables it had not written out; what survives is still a consistent store, since a
-batch (records and the changelog offset together) lands in one memtable and memtables are
-written out whole and in order, so the store reopens at an earlier changelog offset and the
-restore brings it forward from there.
+its memtables out first, so what it leaves on disk is compressed tables rather than the
+uncompressed write-ahead log, and the next open has no log to replay.
 
 Every failure of RocksDB under a read or a write is raised as a `StorageError` naming the store
 (a damaged file as `StoreCorrupted`), never as rocksdict's plain Exception: a caller can tell a
@@ -32,7 +25,7 @@ import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from rocksdict import DBCompressionType, Options, Rdict, ReadOptions, WriteBatch, WriteOptions
+from rocksdict import DBCompressionType, Options, Rdict, ReadOptions, WriteBatch
 
 from state.codec import decode_state, encode_state
 from state.errors import StorageError, StoreCorrupted
@@ -76,9 +69,6 @@ class RocksDBStore:
             if _damaged(exc):
                 raise StoreCorrupted(str(exc), self.path) from exc
             raise
-        self._write_options = WriteOptions()
-        # a property at run time; rocksdict's stub declares it a method
-        self._write_options.disable_wal = True  # type: ignore[method-assign,assignment]
 
     # -- decoded records (the state tools and tests) ------------------------------------------
 
@@ -99,7 +89,7 @@ class RocksDBStore:
     def close(self) -> None:
         try:
             self._db.flush(True)
-        except Exception as exc:  # the changelog still holds it: the restore brings it back
+        except Exception as exc:  # the write-ahead log still holds it: nothing is lost
             log.warning("%s: could not write the memtables out before closing: %s", self.path, exc)
         self._db.close()
 
@@ -160,7 +150,7 @@ class RocksDBStore:
         if changelog_offset is not None:
             batch.put(CHANGELOG_OFFSET_KEY, _encode_offset(changelog_offset))
         try:
-            self._db.write(batch, self._write_options)
+            self._db.write(batch)
         except Exception as exc:
             raise self._failure("write", exc) from exc
 
@@ -179,6 +169,13 @@ class RocksDBStore:
             return decode_offset(data)
         except ValueError as exc:
             raise StoreCorrupted(f"unreadable changelog offset: {exc}", self.path) from exc
+
+    def flush(self) -> None:
+        """Make everything written so far survive a machine crash (not only a process crash)."""
+        try:
+            self._db.flush_wal(True)
+        except Exception as exc:
+            raise self._failure("write", exc) from exc
 
     def verify(self, budget_s: float = VERIFY_BUDGET_S) -> None:
         """Read every block of the store once, checksums verified, so a damaged file shows here
