@@ -25,6 +25,11 @@ $(VENV)/.installed: pyproject.toml setup.py $(COMPILED)
 	touch $(VENV)/.installing
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e ".[test]"
+	@# --quiet hides the build's one line when mypyc failed (a type error anywhere in the
+	@# package does that): say which core the install left, and where the reason is shown.
+	@$(BIN)/python -c 'import hydrator; build = hydrator.core_build(); \
+		why = "" if build == "compiled" else " (pip install -v -e . shows why; make lint names a type error)"; \
+		print(f"toast-hydrator: core {build}{why}")'
 	mv $(VENV)/.installing $@
 
 test: setup
