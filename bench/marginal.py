@@ -24,6 +24,7 @@ class Timing:
     wall_s: float  # process start to exit
     cpu_s: float  # the process tree's user + system CPU, every descendant included
     broker_cpu_s: float | None = None  # the local broker's CPU over the same run
+    client_cpu_s: float | None = None  # of cpu_s, the runner's librdkafka threads (sampled)
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,7 @@ class Marginal:
     cpu_us_per_event: float | None
     broker_cpu_us_per_event: float | None
     problem: str | None = None  # why a figure is missing
+    client_cpu_us_per_event: float | None = None
 
 
 def small_backlog(events: int, keys: int, share: float = SMALL_SHARE) -> int:
@@ -52,9 +54,8 @@ def marginal(small: Timing, large: Timing) -> Marginal:
         raise ValueError("the large backlog must hold more events than the small one")
     longer = large.wall_s - small.wall_s
     cpu = (large.cpu_s - small.cpu_s) / added * 1e6
-    broker = None
-    if small.broker_cpu_s is not None and large.broker_cpu_s is not None:
-        broker = round((large.broker_cpu_s - small.broker_cpu_s) / added * 1e6, 1)
+    broker = _per_event(small.broker_cpu_s, large.broker_cpu_s, added)
+    client = _per_event(small.client_cpu_s, large.client_cpu_s, added)
     if longer <= 0:
         return Marginal(
             None,
@@ -62,8 +63,16 @@ def marginal(small: Timing, large: Timing) -> Marginal:
             broker,
             f"the large backlog took no longer than the small one ({longer:+.2f} s): the "
             "difference is lost in the noise; give more --events",
+            client,
         )
-    return Marginal(round(added / longer), round(cpu, 1), broker)
+    return Marginal(round(added / longer), round(cpu, 1), broker, None, client)
+
+
+def _per_event(small_s: float | None, large_s: float | None, added: int) -> float | None:
+    """µs of the added events, from the CPU seconds of both runs (None when either is)."""
+    if small_s is None or large_s is None:
+        return None
+    return round((large_s - small_s) / added * 1e6, 1)
 
 
 def ratio(numerator: float | None, denominator: float | None) -> float | None:

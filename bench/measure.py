@@ -21,15 +21,19 @@ from hydrator.kafka import consumed
 from hydrator.kafka.offsets import from_the_start
 
 SAMPLE_INTERVAL_S = 0.1
+# librdkafka names the threads it starts rdk:main, rdk:broker<N>, rdk:bg, ...
+CLIENT_THREAD_PREFIX = "rdk:"
 
 
 @dataclass
 class TreeSamples:
-    """(wall time, cumulative CPU seconds, RSS bytes) of a process tree, in time order."""
+    """(wall time, cumulative CPU seconds, RSS bytes) of a process tree, in time order; with
+    the cumulative CPU seconds of its librdkafka threads (`client_cpu_s`) at the same times."""
 
     times: list[float] = field(default_factory=list)
     cpu_s: list[float] = field(default_factory=list)
     rss: list[int] = field(default_factory=list)
+    client_cpu_s: list[float] = field(default_factory=list)
 
     def cpu_at(self, when: float) -> float:
         """CPU seconds the tree had used by `when`, interpolated between samples."""
@@ -54,12 +58,16 @@ class TreeSampler:
 
     CPU is the sum over every process ever seen of its own user + system time, as last sampled
     (a process living less than one interval can be missed; one that exits loses at most its
-    last interval). RSS is the sum over the processes alive at a sample.
+    last interval). RSS is the sum over the processes alive at a sample. The threads librdkafka
+    starts (named `rdk:...`: the broker threads that compress, send and fetch) are summed apart
+    the same way: what a runner's Kafka client costs beside its own code.
     """
 
     def __init__(self, pid: int) -> None:
         self._root = psutil.Process(pid)
         self._cpu: dict[tuple[int, float], float] = {}
+        self._client_cpu: dict[tuple[int, float, int], float] = {}
+        self._thread_names: dict[tuple[int, int], str] = {}
         self.samples = TreeSamples()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tree-sampler", daemon=True)
@@ -90,12 +98,34 @@ class TreeSampler:
                 with process.oneshot():
                     times = process.cpu_times()
                     rss += process.memory_info().rss
-                    self._cpu[(process.pid, process.create_time())] = times.user + times.system
+                    started = process.create_time()
+                    self._cpu[(process.pid, started)] = times.user + times.system
+                    threads = process.threads()
             except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
                 continue
+            for thread in threads:
+                if self._thread_name(process.pid, thread.id).startswith(CLIENT_THREAD_PREFIX):
+                    key = (process.pid, started, thread.id)
+                    self._client_cpu[key] = thread.user_time + thread.system_time
         self.samples.times.append(time.time())
         self.samples.cpu_s.append(sum(self._cpu.values()))
         self.samples.rss.append(rss)
+        self.samples.client_cpu_s.append(sum(self._client_cpu.values()))
+
+    @property
+    def client_threads_seen(self) -> int:
+        """How many librdkafka threads the samples found, over the run."""
+        return len(self._client_cpu)
+
+    def _thread_name(self, pid: int, tid: int) -> str:
+        name = self._thread_names.get((pid, tid))
+        if name is None:
+            try:
+                name = Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
+            except OSError:
+                return ""  # gone, or no /proc: asked again at the next sample
+            self._thread_names[(pid, tid)] = name
+        return name
 
 
 class OutputWatch:

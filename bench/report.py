@@ -18,6 +18,7 @@ COLUMNS = (
     "processes",
     "events/s",
     "CPU µs/event",
+    "of which librdkafka threads",
     "ratio to copy",
     "broker CPU µs/event",
     "peak RSS MB",
@@ -157,7 +158,7 @@ def row(result: dict[str, Any]) -> list[str]:
             result["label"],
             result.get("processes") or NONE,
             result["status"],
-            *[NONE] * 7,
+            *[NONE] * 8,
             result["output_check"] or NONE,
             NONE,
         ]
@@ -166,6 +167,7 @@ def row(result: dict[str, Any]) -> list[str]:
         result.get("processes") or NONE,
         _number(result["events_per_s"]),
         _number(result["cpu_us_per_event"]),
+        _number(result.get("client_cpu_us_per_event")),
         _number(result["ratio_to_copy"], 2),
         _number(result.get("broker_cpu_us_per_event")),
         _number(result["peak_rss_mb"]),
@@ -225,8 +227,10 @@ def markdown(report: dict[str, Any]) -> str:
         "events/s and CPU µs/event are marginal: each runner drained the small and the large "
         "backlog, events/s = (N2 - N1) / (T2 - T1) with T the wall time from its process's "
         "start to its exit with every output committed, CPU µs/event = (C2 - C1) / (N2 - N1) "
-        "with C its process tree's CPU (children included); the broker's CPU likewise. The "
-        "bare core runs in the bench's process (no start-up to cancel). bench/README.md says how.",
+        "with C its process tree's CPU (children included); the broker's CPU likewise, and "
+        "the part of C spent in librdkafka's own threads (compressing, sending, fetching; "
+        "sampled). The bare core runs in the bench's process (no start-up to cancel). "
+        "bench/README.md says how.",
     ]
     ratios = _given(report.get("ratios"), goal_ratios, report["results"])
     # the goals are the embedded engine's: shown whenever it ran, a ratio its run could not

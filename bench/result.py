@@ -14,6 +14,7 @@ class Result:
     processes: str = ""  # how many processes do the work (instances, workers)
     events_per_s: float | None = None
     cpu_us_per_event: float | None = None
+    client_cpu_us_per_event: float | None = None  # of cpu_us_per_event: librdkafka's threads
     broker_cpu_us_per_event: float | None = None
     peak_rss_mb: float | None = None
     state_bytes_per_event: float | None = None

@@ -255,6 +255,7 @@ def run_twice(
         result.events_per_s = figures.events_per_s
         result.cpu_us_per_event = figures.cpu_us_per_event
         result.broker_cpu_us_per_event = figures.broker_cpu_us_per_event
+        result.client_cpu_us_per_event = figures.client_cpu_us_per_event
         if figures.problem:
             result.notes.append(f"{runner.key}: {figures.problem}")
     return result
@@ -273,6 +274,7 @@ def combined(runs: list[Result]) -> Result:
             {
                 "events_per_s": run.events_per_s,
                 "cpu_us_per_event": run.cpu_us_per_event,
+                "client_cpu_us_per_event": run.client_cpu_us_per_event,
                 "broker_cpu_us_per_event": run.broker_cpu_us_per_event,
                 "status": run.status,
                 "output_check": run.output_check,
@@ -288,10 +290,12 @@ def combined(runs: list[Result]) -> Result:
     result.check_examples = result.check_examples[:5]
     if result.status != "ok":
         result.events_per_s = result.cpu_us_per_event = result.broker_cpu_us_per_event = None
+        result.client_cpu_us_per_event = None
         return result
     result.events_per_s = _median([run.events_per_s for run in runs], 0)
     result.cpu_us_per_event = _median([run.cpu_us_per_event for run in runs], 1)
     result.broker_cpu_us_per_event = _median([run.broker_cpu_us_per_event for run in runs], 1)
+    result.client_cpu_us_per_event = _median([run.client_cpu_us_per_event for run in runs], 1)
     result.peak_rss_mb = max((run.peak_rss_mb or 0.0) for run in runs)
     result.state_bytes_per_event = _median([run.state_bytes_per_event for run in runs], 1)
     result.state_disk_bytes_per_event = _median([run.state_disk_bytes_per_event for run in runs], 1)
@@ -416,6 +420,7 @@ def run_one(kafka: Broker, backlog: Backlog, runner: r.Runner, options: Options,
             round(wall_s, 3),
             round(cpu_s, 3),
             None if broker_cpu is None else round(broker_cpu, 3),
+            round(samples.client_cpu_s[-1], 3) if samples.client_cpu_s else None,
         ),
         status,
         exit_code,

@@ -97,6 +97,7 @@ def test_every_row_has_every_column() -> None:
             events_per_s=1_000,
             ratio_to_spark_copy=0.25,
             broker_cpu_us_per_event=42.0,
+            client_cpu_us_per_event=12.5,
         )
     )
     ok["output_check"] = "ok"
@@ -107,6 +108,7 @@ def test_every_row_has_every_column() -> None:
         "processes": "local[2]",
         "events/s": "1,000",
         "CPU µs/event": "\u2013",
+        "of which librdkafka threads": "12",
         "ratio to copy": "\u2013",
         "broker CPU µs/event": "42",
         "peak RSS MB": "\u2013",
