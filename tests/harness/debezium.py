@@ -246,14 +246,20 @@ class DebeziumBridge:
                 self._cond.notify_all()
 
     def _wait_streaming(self, timeout_s: float) -> None:
+        """Until the slot's walsender streams. A slot is active already while it is being
+        created, before the connector has asked for the stream (START_REPLICATION): a test that
+        wrote then lost its first transactions to the window (a capture stopped at 205 of 206
+        records, or at 0 of 35, and nothing more came)."""
         deadline = time.monotonic() + timeout_s
         with self.db.connect() as conn:
             while True:
                 row = conn.execute(
-                    "SELECT active FROM pg_replication_slots WHERE slot_name = %s",
+                    "SELECT r.state FROM pg_replication_slots s "
+                    "JOIN pg_stat_replication r ON r.pid = s.active_pid "
+                    "WHERE s.slot_name = %s",
                     (self.options.slot_name,),
                 ).fetchone()
-                if row and row[0]:
+                if row and row[0] == "streaming":
                     return
                 self.raise_if_failed()
                 if self._thread is not None and not self._thread.is_alive():
